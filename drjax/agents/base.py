@@ -1,0 +1,282 @@
+"""Shared pieces of the LSVI-type agents: hyperparameters, agent state, Q-functions.
+
+An agent is a ``NamedTuple`` of pure functions over an explicit state (optax's
+``GradientTransformation`` pattern):
+
+* ``init(theta) -> AgentState`` with empty fixed-capacity buffers;
+* ``plan(state, hparams) -> QFunction``: backward induction h = H..1 over the stored episodes
+  (Algorithm 1, lines 3-13);
+* ``q_values(qf, h, phi_all, fail) -> [A]`` and ``act(qf, h, phi_all, fail) -> int``;
+* ``observe(state, h, phi, reward, next_phi_all, next_fail) -> AgentState`` stores one transition of
+  the current episode; ``end_episode(state)`` advances the episode counter.
+
+Hyperparameters users sweep (rho, beta, lambda) are a traced pytree (``HParams``); structure
+(H, d, A, capacity, variants) is static, so one compilation serves a whole grid.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Callable, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+BONUS_FORMS = ("paper", "notebook")
+CLIP_FORMS = ("paper", "notebook")
+ALPHA_METHODS = ("exact", "grid", "exact+grid")
+
+
+class HParams(NamedTuple):
+  """Traced hyperparameters; batch them with ``jax.vmap`` (or ``stack_hparams``).
+
+  Attributes:
+    rho: ``[H, d]`` uncertainty levels rho_{h,i} in [0, 1] (ignored by LSVI-UCB).
+    beta: ``[]`` bonus multiplier, >= 0.
+    lam: ``[]`` ridge regularizer lambda, > 0.
+  """
+
+  rho: Array
+  beta: Array
+  lam: Array
+
+
+class AgentState(NamedTuple):
+  """Fixed-capacity buffers of all transitions seen so far (one slot per episode and step).
+
+  Attributes:
+    theta: ``[H, d]`` known reward parameters (DR-LSVI-UCB uses them; LSVI-UCB ignores them).
+    phi: ``[H, K, d]`` features of the action taken at step h of episode k.
+    reward: ``[H, K]`` observed rewards.
+    next_phi: ``[H, K, A, d]`` features of every action at the next state s_{h+1}.
+    next_fail: ``[H, K]`` whether s_{h+1} is the fail state.
+    count: ``[]`` int32, number of completed episodes stored.
+  """
+
+  theta: Array
+  phi: Array
+  reward: Array
+  next_phi: Array
+  next_fail: Array
+  count: Array
+
+
+class QFunction(NamedTuple):
+  """The optimistic Q-functions of one episode, for all steps.
+
+  ``Q_h(s, a) = clip(phi(s,a) @ w[h] + bonus_h(phi), 0, top[h])`` (0 at the fail state when
+  ``fail_zero``).
+
+  Attributes:
+    w: ``[H, d]`` linear weights (theta_h + nu_h for DR-LSVI-UCB, the ridge solution for LSVI-UCB).
+    linv: ``[H, d, d]`` inverse of the lower Cholesky factor of Lambda_h (so
+      ``Lambda_h^-1 = linv^T linv``; ``diag(Lambda_h^-1)_i = ||linv[:, i]||^2``).
+    beta: ``[]`` bonus multiplier.
+    top: ``[H]`` upper clipping level per step.
+    nu: ``[H, d]`` the robust regression weights nu_h (zeros for LSVI-UCB).
+    alpha: ``[H, d]`` maximizing alpha of the TV dual per (h, i) (zeros for LSVI-UCB).
+  """
+
+  w: Array
+  linv: Array
+  beta: Array
+  top: Array
+  nu: Array
+  alpha: Array
+
+
+class AgentConfig(NamedTuple):
+  """Static structure of an agent (hashable)."""
+
+  horizon: int
+  feature_dim: int
+  num_actions: int
+  capacity: int
+  bonus: str
+  clip: str
+  alpha: str
+  grid_size: int
+
+
+class Agent(NamedTuple):
+  """A linear-function-approximation agent as pure functions (see module docstring)."""
+
+  name: str
+  config: AgentConfig
+  init: Callable
+  plan: Callable
+  q_values: Callable
+  act: Callable
+  observe: Callable
+  end_episode: Callable
+  bonus: Callable
+
+
+# ---------------------------------------------------------------------------------------------
+# Hyperparameters: construction and validation (host side, before anything is traced).
+
+
+def _concrete(x, name):
+  if isinstance(x, jax.core.Tracer):
+    raise ValueError(f"{name} must be a concrete value for validation, got a traced value")
+  return np.asarray(x, dtype=np.float64)
+
+
+def validate_hparams(hparams: HParams, horizon: int, feature_dim: int) -> None:
+  """Raises ``ValueError`` naming the argument and the allowed range. Accepts leading batch axes."""
+  rho = _concrete(hparams.rho, "rho")
+  beta = _concrete(hparams.beta, "beta")
+  lam = _concrete(hparams.lam, "lam")
+  if rho.ndim < 2 or rho.shape[-2:] != (horizon, feature_dim):
+    raise ValueError(
+        f"rho must have shape (..., H, d) = (..., {horizon}, {feature_dim}), got {rho.shape}")
+  if not np.all(np.isfinite(rho)) or np.any(rho < 0) or np.any(rho > 1):
+    raise ValueError(f"rho must lie in [0, 1], got values in [{rho.min()}, {rho.max()}]")
+  if not np.all(np.isfinite(beta)) or np.any(beta < 0):
+    raise ValueError(f"beta must be >= 0, got {beta.min()}")
+  if not np.all(np.isfinite(lam)) or np.any(lam <= 0):
+    raise ValueError(f"lam (lambda) must be > 0, got {lam.min()}")
+  batch = [rho.shape[:-2], beta.shape, lam.shape]
+  try:
+    np.broadcast_shapes(*batch)
+  except ValueError:
+    raise ValueError(f"rho batch shape {batch[0]}, beta shape {batch[1]} and lam shape {batch[2]} "
+                     "must broadcast") from None
+
+
+def rho_array(horizon: int, feature_dim: int, value=0.0, at=None) -> np.ndarray:
+  """An ``[H, d]`` rho array: ``value`` everywhere, or only at the 0-indexed (h, i) pairs ``at``.
+
+  ``rho_array(3, 4, 0.5, at=[(0, 3)])`` is the paper's rho_{1,4} = 0.5, all others 0.
+  """
+  rho = np.zeros((horizon, feature_dim))
+  if at is None:
+    rho[...] = value
+  else:
+    for h, i in at:
+      rho[h, i] = value
+  return rho
+
+
+def make_hparams(horizon: int, feature_dim: int, *, rho=0.0, beta=1.0, lam=1.0,
+                 dtype=None) -> HParams:
+  """Validated ``HParams``. ``rho`` is a scalar (all (h, i)) or an ``[..., H, d]`` array.
+
+  Leading batch axes of rho / beta / lam are allowed and broadcast against each other; use
+  ``jax.vmap`` over the result (``in_axes=0``) to sweep them with a single compilation.
+  """
+  if int(horizon) < 1:
+    raise ValueError(f"H (horizon) must be >= 1, got {horizon}")
+  if int(feature_dim) < 1:
+    raise ValueError(f"d (feature_dim) must be >= 1, got {feature_dim}")
+  rho_np = np.asarray(rho, dtype=np.float64)
+  if rho_np.ndim == 0:
+    rho_np = np.full((horizon, feature_dim), float(rho_np))
+  hp = HParams(rho=rho_np, beta=np.asarray(beta, np.float64), lam=np.asarray(lam, np.float64))
+  validate_hparams(hp, horizon, feature_dim)
+  dtype = dtype or jnp.result_type(float)
+  return HParams(*(jnp.asarray(x, dtype) for x in hp))
+
+
+def check_features(phi, name: str = "phi", atol: float = 1e-6) -> None:
+  """Features must be >= 0 (ValueError); rows that do not sum to 1 (Assumption 1) only warn."""
+  phi = _concrete(phi, name)
+  if np.any(phi < -atol):
+    raise ValueError(f"{name}: features must be >= 0 (Assumption 1), got min {phi.min()}")
+  sums = phi.sum(-1)
+  if np.any(np.abs(sums - 1) > 1e-4):
+    warnings.warn(f"{name}: feature rows do not sum to 1 (Assumption 1 violated; sums in "
+                  f"[{sums.min():.3g}, {sums.max():.3g}]). Proceeding.", stacklevel=3)
+
+
+def check_static(horizon, feature_dim, num_actions, capacity) -> None:
+  for name, v in (("horizon H", horizon), ("feature_dim d", feature_dim),
+                  ("num_actions A", num_actions), ("capacity K", capacity)):
+    if not isinstance(v, (int, np.integer)) or v < 1:
+      raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared pure functions.
+
+
+def init_state(theta, horizon, feature_dim, num_actions, capacity) -> AgentState:
+  dtype = jnp.result_type(float)
+  theta = jnp.asarray(theta, dtype)
+  chex.assert_shape(theta, (horizon, feature_dim))
+  return AgentState(
+      theta=theta,
+      phi=jnp.zeros((horizon, capacity, feature_dim), dtype),
+      reward=jnp.zeros((horizon, capacity), dtype),
+      next_phi=jnp.zeros((horizon, capacity, num_actions, feature_dim), dtype),
+      next_fail=jnp.zeros((horizon, capacity), bool),
+      count=jnp.zeros((), jnp.int32))
+
+
+def observe(state: AgentState, h, phi, reward, next_phi_all, next_fail) -> AgentState:
+  """Stores transition (s_h, a_h, r_h, s_{h+1}) of the current episode (slot ``state.count``)."""
+  k = state.count
+  return state._replace(
+      phi=state.phi.at[h, k].set(phi.astype(state.phi.dtype)),
+      reward=state.reward.at[h, k].set(jnp.asarray(reward, state.reward.dtype)),
+      next_phi=state.next_phi.at[h, k].set(next_phi_all.astype(state.next_phi.dtype)),
+      next_fail=state.next_fail.at[h, k].set(next_fail))
+
+
+def end_episode(state: AgentState) -> AgentState:
+  return state._replace(count=state.count + 1)
+
+
+def valid_mask(state: AgentState) -> Array:
+  """``[K]`` mask of stored episodes."""
+  return jnp.arange(state.phi.shape[1]) < state.count
+
+
+def chol_inverse(chol):
+  """Inverse of a lower-triangular Cholesky factor (d x d, by a triangular solve)."""
+  eye = jnp.eye(chol.shape[-1], dtype=chol.dtype)
+  return jax.scipy.linalg.solve_triangular(chol, eye, lower=True)
+
+
+def diag_bonus(linv, phi, beta, form: str):
+  """DR-LSVI-UCB's robust bonus (Algorithm 1, line 12) on ``phi [..., d]``.
+
+  ``paper``: ``beta * sum_i phi_i sqrt([Lambda^-1]_ii)``; ``notebook``:
+  ``beta * sqrt(sum_i phi_i^2 [Lambda^-1]_ii)`` (the authors' code; never larger).
+  """
+  diag = jnp.sum(linv * linv, axis=-2)  # [d] diag of Lambda^-1 = linv^T linv
+  if form == "paper":
+    return beta * (phi @ jnp.sqrt(diag))
+  return beta * jnp.sqrt((phi * phi) @ diag)
+
+
+def ellipsoid_bonus(linv, phi, beta):
+  """LSVI-UCB's bonus ``beta * ||phi||_{Lambda^-1} = beta * ||linv phi||`` on ``phi [..., d]``."""
+  u = phi @ linv.T
+  return beta * jnp.sqrt(jnp.sum(u * u, axis=-1))
+
+
+def clip_tops(horizon: int, form: str, robust: bool, dtype) -> Array:
+  """Upper truncation per 0-indexed step h: the paper's H - h + 1 (1-indexed) = H - h here.
+
+  ``notebook`` clips LSVI-UCB at H for every step (the authors' baseline); DR-LSVI-UCB keeps
+  H - h in both forms.
+  """
+  h = jnp.arange(horizon)
+  if form == "notebook" and not robust:
+    return jnp.full((horizon,), float(horizon), dtype)
+  return (horizon - h).astype(dtype)
+
+
+def default_capacity(num_episodes: int) -> int:
+  return int(num_episodes)
+
+
+def iota(feature_dim, num_episodes, horizon, p):
+  """The log term ``log(3 d K H / p)`` of Theorem 1."""
+  return math.log(3 * feature_dim * num_episodes * horizon / p)

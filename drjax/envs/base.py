@@ -1,0 +1,108 @@
+"""The environment interface the agents, planners and sweeps rely on (gymnax style).
+
+An environment is an immutable, hashable object holding only *static* structure (horizon, number
+of actions, feature dimension, variant switches). Everything a user may sweep lives in an
+``EnvParams`` pytree (a ``NamedTuple`` of scalars / arrays), so a batch of target domains is a
+``jax.vmap`` over params. States are ``NamedTuple`` pytrees that carry the step counter ``h``
+(0-indexed: ``h = 0`` is the paper's step 1).
+
+Minimal interface for the linear-function-approximation agents (see README, "Bring your own
+environment"):
+
+* ``reset(key, params) -> state``
+* ``step(key, state, action, params) -> (next_state, reward, done)``
+* ``phi_all(state, params) -> [A, d]`` features of every action at ``state``
+* ``is_fail(state, params) -> bool[]`` whether ``state`` is the fail state
+* ``theta(params) -> [H, d]`` the known reward parameters (used by DR-LSVI-UCB)
+* ``validate(params)`` host-side check that raises ``ValueError`` naming the bad parameter
+
+Finite environments additionally export their exact model with ``model(params) -> LinearModel``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import chex
+import jax
+
+Array = jax.Array
+
+
+class LinearModel(NamedTuple):
+  """Exact model of a finite d-rectangular linear (DR)MDP. Works under ``jit``/``vmap``.
+
+  Attributes:
+    phi: ``[H, S, A, d]`` features of every (step, state, action).
+    theta: ``[H, d]`` reward parameters; rewards are ``phi @ theta_h``.
+    mu: ``[H, d, S]`` nominal factor distributions (each row a distribution over states).
+    reward: ``[H, S, A]`` rewards (equal to ``phi[h] @ theta[h]`` for linear rewards).
+    fail_state: ``[]`` int index of the fail state.
+    init_dist: ``[S]`` initial-state distribution.
+  """
+
+  phi: Array
+  theta: Array
+  mu: Array
+  reward: Array
+  fail_state: Array
+  init_dist: Array
+
+  @property
+  def transition(self) -> Array:
+    """``[H, S, A, S]`` nominal kernel ``P_h(s'|s,a) = <phi(s,a), mu_h(s')>``."""
+    return jax.numpy.einsum("hsad,hdt->hsat", self.phi, self.mu)
+
+
+@dataclasses.dataclass(frozen=True)
+class Environment:
+  """Base class. Subclasses are frozen dataclasses (hashable, usable as static jit arguments)."""
+
+  @property
+  def horizon(self) -> int:
+    raise NotImplementedError
+
+  @property
+  def num_actions(self) -> int:
+    raise NotImplementedError
+
+  @property
+  def feature_dim(self) -> int:
+    raise NotImplementedError
+
+  def default_params(self) -> Any:
+    raise NotImplementedError
+
+  def validate(self, params: Any) -> None:
+    """Host-side validation of concrete params; raises ``ValueError`` naming the parameter."""
+
+  def reset(self, key: chex.PRNGKey, params: Any) -> Any:
+    raise NotImplementedError
+
+  def step(self, key: chex.PRNGKey, state: Any, action: Array, params: Any):
+    raise NotImplementedError
+
+  def phi_all(self, state: Any, params: Any) -> Array:
+    raise NotImplementedError
+
+  def is_fail(self, state: Any, params: Any) -> Array:
+    raise NotImplementedError
+
+  def theta(self, params: Any) -> Array:
+    raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class FiniteEnvironment(Environment):
+  """An environment with a finite state space and an exact ``LinearModel``.
+
+  States of a finite environment have integer fields ``s`` (state index) and ``h`` (step).
+  """
+
+  @property
+  def num_states(self) -> int:
+    raise NotImplementedError
+
+  def model(self, params: Any) -> LinearModel:
+    raise NotImplementedError

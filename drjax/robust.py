@@ -1,0 +1,377 @@
+"""Kernels for the TV-robust Bellman update of DR-LSVI-UCB (Liu & Xu, AISTATS 2024).
+
+Two families of pure, single-instance kernels (callers ``jax.vmap`` over steps / batches):
+
+* Ridge-regression side (Section 4.1): ``gram``, ``ridge_operator`` build the operator
+  ``M = Lambda^{-1} Phi^T`` of the closed form (eq. ``closed form``), so that
+  ``z(alpha) = M @ min(v, alpha)``. ``alpha_max_exact`` / ``alpha_max_grid`` then solve
+  Algorithm 1, line ``update_nu``: ``nu_i = max_{alpha in [0, H]} z_i(alpha) - rho_i * alpha``.
+  ``tv_dual_nu`` chains the two.
+* Finite-state side (Proposition 3, the general TV strong duality, with the min over *all* states
+  rather than the fail-state shortcut of Remark 1): ``tv_worst_case_value`` (dual) and
+  ``tv_worst_case_distribution`` (primal, closed form), used for exact planning.
+
+Everything is jit-able, vmap-able and differentiable (no host callbacks, no Python loops over
+data). Hyperparameters (``lam``, ``rho``, ``horizon``) may be traced. The working dtype is the
+result dtype of the *data* arguments (features / operator / values); hyperparameters are cast to
+it, so float32 data stays float32 even under ``jax_enable_x64``.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+_METHODS = ("exact", "grid", "exact+grid")
+
+
+def _float_dtype(*xs) -> jnp.dtype:
+  dtype = jnp.result_type(*xs)
+  if not jnp.issubdtype(dtype, jnp.floating):
+    dtype = jnp.result_type(dtype, jnp.float32)
+  return dtype
+
+
+# --------------------------------------------------------------------------------------------
+# Ridge regression (Section 4.1, eq. "closed form").
+# --------------------------------------------------------------------------------------------
+
+
+def gram(phi: Array, mask: Array, lam) -> Array:
+  """Regularised Gram matrix ``Lambda = sum_{tau valid} phi_tau phi_tau^T + lam I``.
+
+  This is ``Lambda_h^k`` of eq. (closed form). Rows with ``mask == False`` are ignored entirely
+  (they may hold garbage, even NaN).
+
+  Args:
+    phi: ``[K, d]`` features ``phi(s_h^tau, a_h^tau)``.
+    mask: ``[K]`` bool, which rows are real samples.
+    lam: ``[]`` ridge parameter ``lambda > 0``.
+
+  Returns:
+    ``[d, d]`` symmetric positive definite ``Lambda``.
+  """
+  chex.assert_rank(phi, 2)
+  chex.assert_shape(mask, (phi.shape[0],))
+  chex.assert_rank(lam, 0)
+  dtype = _float_dtype(phi)
+  d = phi.shape[1]
+  phi_m = jnp.where(mask[:, None], phi, 0).astype(dtype)
+  lam = jnp.asarray(lam, dtype)
+  return phi_m.T @ phi_m + lam * jnp.eye(d, dtype=dtype)
+
+
+def ridge_operator(phi: Array, mask: Array, lam) -> tuple[Array, Array]:
+  """Cholesky factor of ``Lambda`` and the ridge operator ``M = Lambda^{-1} Phi_masked^T``.
+
+  For targets ``y`` (``[K]``) the ridge solution of eq. (ridge regression) is ``z = M @ y``
+  (eq. closed form); with ``y = min(v, alpha)`` this is ``hat z_h(alpha)``. ``M`` is obtained by a
+  Cholesky solve (never an explicit inverse); columns of masked rows are exactly zero.
+
+  Args:
+    phi: ``[K, d]`` features.
+    mask: ``[K]`` bool validity mask.
+    lam: ``[]`` ridge parameter ``lambda > 0``.
+
+  Returns:
+    ``(chol, M)``: ``chol`` ``[d, d]`` lower-triangular with ``chol @ chol.T == Lambda``;
+    ``M`` ``[d, K]``.
+  """
+  chex.assert_rank(phi, 2)
+  chex.assert_shape(mask, (phi.shape[0],))
+  chex.assert_rank(lam, 0)
+  dtype = _float_dtype(phi)
+  lam_mat = gram(phi, mask, lam)
+  chol = jax.scipy.linalg.cholesky(lam_mat, lower=True)
+  phi_m = jnp.where(mask[:, None], phi, 0).astype(dtype)
+  m = jax.scipy.linalg.cho_solve((chol, True), phi_m.T)
+  return chol, m
+
+
+def z_of_alpha(M: Array, v: Array, alpha) -> Array:
+  """``z(alpha) = M @ min(v, alpha)``, the ridge estimate of eq. (closed form).
+
+  Args:
+    M: ``[d, K]`` ridge operator (see ``ridge_operator``).
+    v: ``[K]`` regression targets ``V_{h+1}(s_{h+1}^tau)``.
+    alpha: ``[]`` truncation level, or ``[d]`` one level per coordinate, in which case the result
+      is ``(z_1(alpha_1), ..., z_d(alpha_d))``.
+
+  Returns:
+    ``[d]``.
+  """
+  chex.assert_rank(M, 2)
+  chex.assert_shape(v, (M.shape[1],))
+  chex.assert_rank(alpha, {0, 1})
+  dtype = _float_dtype(M, v)
+  M = jnp.asarray(M, dtype)
+  v = jnp.asarray(v, dtype)
+  alpha = jnp.asarray(alpha, dtype)
+  if alpha.ndim == 0:
+    return M @ jnp.minimum(v, alpha)
+  chex.assert_shape(alpha, (M.shape[0],))
+  return jnp.sum(M * jnp.minimum(v[None, :], alpha[:, None]), axis=1)
+
+
+def _rho_vector(rho, d: int, dtype) -> Array:
+  chex.assert_rank(rho, {0, 1})
+  rho = jnp.asarray(rho, dtype)
+  if rho.ndim == 1:
+    chex.assert_shape(rho, (d,))
+  return jnp.broadcast_to(rho, (d,))
+
+
+def _exact_candidates(M: Array, v: Array, horizon: Array) -> tuple[Array, Array]:
+  """All candidate ``alpha`` (ascending) and ``z_i(alpha)`` there, by one sort + prefix sums.
+
+  Candidates are ``[0, clip(v_(1), 0, H), ..., clip(v_(K), 0, H), H]`` (``v`` sorted ascending).
+  With ``vs`` sorted and ``p`` = number of ``vs <= alpha``,
+  ``z(alpha) = sum_{tau < p} m_tau vs_tau + alpha * sum_{tau >= p} m_tau``. For the candidate
+  ``vs_j`` in ``[0, H]`` we use ``p = j + 1``: this is valid even with ties, because a later entry
+  equal to ``vs_j`` contributes ``m_tau * alpha == m_tau * vs_tau``. Entries of ``v`` outside
+  ``[0, H]`` are clipped onto 0 or H and evaluated with ``p = #{v <= 0}`` / ``#{v <= H}``.
+  Cost ``O(K log K + K d)`` time and ``O(K d)`` memory.
+
+  Returns:
+    ``(c, z)``: ``c`` ``[K + 2]`` ascending candidates, ``z`` ``[d, K + 2]`` with ``z[i, j] =
+    z_i(c_j)``.
+  """
+  d, k = M.shape
+  dtype = M.dtype
+  order = jnp.argsort(v)
+  vs = v[order]
+  ms = M[:, order]
+  zero_col = jnp.zeros((d, 1), dtype)
+  cm = jnp.concatenate([zero_col, jnp.cumsum(ms, axis=1)], axis=1)  # [d, K+1]
+  cmv = jnp.concatenate([zero_col, jnp.cumsum(ms * vs[None, :], axis=1)], axis=1)  # [d, K+1]
+
+  p0 = jnp.sum(vs <= 0)
+  ph = jnp.sum(vs <= horizon)
+  pj = jnp.where(vs < 0, p0, jnp.where(vs > horizon, ph, jnp.arange(1, k + 1)))
+  zero = jnp.zeros((1,), dtype)
+  c = jnp.concatenate([zero, jnp.clip(vs, 0, horizon), horizon[None]])  # [K+2]
+  p = jnp.concatenate([p0[None], pj, ph[None]])  # [K+2]
+  z = cmv[:, p] + c[None, :] * (cm[:, k:] - cm[:, p])
+  return c, z
+
+
+def _select(values: Array, c: Array) -> tuple[Array, Array]:
+  """Row-wise max of ``values`` [d, C] and the matching ``c`` (first, i.e. smallest, on ties)."""
+  idx = jnp.argmax(values, axis=1)
+  nu = jnp.take_along_axis(values, idx[:, None], axis=1)[:, 0]
+  return nu, c[idx]
+
+
+def alpha_max_exact(M: Array, v: Array, rho, horizon) -> tuple[Array, Array]:
+  """Exact ``nu_i = max_{alpha in [0, H]} z_i(alpha) - rho_i * alpha`` (Alg. 1, line update_nu).
+
+  ``z_i(alpha) = sum_tau M[i, tau] min(v_tau, alpha)`` is piecewise linear in ``alpha`` with kinks
+  at the ``v_tau``, so (for any sign of the weights ``M``) the maximum over ``[0, H]`` is attained
+  on ``{0, H} U {clip(v_tau, 0, H)}``. All ``K + 2`` candidates are evaluated for all ``d``
+  coordinates at once with a single argsort of ``v`` and prefix sums: ``O(K log K + K d)``.
+
+  Note that ``rho = 0`` gives ``nu = z(H)`` only when ``z`` is nondecreasing (e.g. nonnegative
+  ``M`` and ``v <= H``); ridge operators can have negative weights, and then ``nu >= z(H)``.
+
+  By the envelope theorem (``nu_i`` is a max of functions affine in ``rho_i``),
+  ``d nu_i / d rho_i = -alpha_star_i`` wherever the maximiser is unique; ``jax.grad`` returns
+  exactly this (the gradient flows through the selected candidate only).
+
+  Args:
+    M: ``[d, K]`` ridge operator.
+    v: ``[K]`` targets ``V_{h+1}(s_{h+1}^tau)`` (normally in ``[0, H]``; others are fine).
+    rho: ``[d]`` or ``[]`` uncertainty levels in ``[0, 1]``.
+    horizon: ``[]`` ``H >= 0``, the upper end of the ``alpha`` range.
+
+  Returns:
+    ``(nu, alpha_star)``, both ``[d]``. Among (numerically) tied maximisers the smallest
+    ``alpha`` is returned.
+  """
+  chex.assert_rank(M, 2)
+  chex.assert_shape(v, (M.shape[1],))
+  chex.assert_rank(horizon, 0)
+  dtype = _float_dtype(M, v)
+  M = jnp.asarray(M, dtype)
+  v = jnp.asarray(v, dtype)
+  rho = _rho_vector(rho, M.shape[0], dtype)
+  horizon = jnp.asarray(horizon, dtype)
+  c, z = _exact_candidates(M, v, horizon)
+  return _select(z - rho[:, None] * c[None, :], c)
+
+
+def make_grid(horizon, num_points: int, dtype=None) -> Array:
+  """Uniform grid ``[0, H/(G-1), ..., H]`` on ``[0, H]`` (``horizon`` may be traced).
+
+  Args:
+    horizon: ``[]`` ``H``.
+    num_points: static ``G >= 2``.
+    dtype: optional float dtype; defaults to ``horizon``'s float dtype (or JAX's default float).
+
+  Returns:
+    ``[G]``; the spacing is ``H / (G - 1)``.
+  """
+  if num_points < 2:
+    raise ValueError(f"num_points must be >= 2, got {num_points}")
+  if dtype is None:
+    dtype = _float_dtype(horizon)
+  horizon = jnp.asarray(horizon, dtype)
+  return horizon * (jnp.arange(num_points, dtype=dtype) / (num_points - 1))
+
+
+def alpha_max_grid(
+    M: Array, v: Array, rho, horizon, grid: Array, include_exact: bool = False
+) -> tuple[Array, Array]:
+  """Grid-search version of ``alpha_max_exact``: the max over ``alpha`` in ``grid``.
+
+  Evaluates ``z(alpha) = M @ min(v, alpha)`` at each grid point (one ``[d, K] x [K, G]`` matmul,
+  ``O(K d G)``). Grid points are clipped to ``[0, H]``, so the result never exceeds the exact
+  ``nu``; for a grid with maximal gap ``delta`` covering ``[0, H]`` it is at most
+  ``(delta / 2) * (sum_tau |M[i, tau]| + rho_i)`` below it, the Lipschitz constant of
+  ``z_i(alpha) - rho_i alpha``.
+
+  Args:
+    M: ``[d, K]`` ridge operator.
+    v: ``[K]`` targets.
+    rho: ``[d]`` or ``[]`` uncertainty levels.
+    horizon: ``[]`` ``H``.
+    grid: ``[G]`` points in ``[0, H]`` (e.g. ``make_grid``).
+    include_exact: static bool; also evaluate the exact candidates and maximise over the union
+      (the result then equals ``alpha_max_exact`` up to rounding).
+
+  Returns:
+    ``(nu, alpha_star)``, both ``[d]``; ties go to the smallest grid point.
+  """
+  chex.assert_rank(M, 2)
+  chex.assert_shape(v, (M.shape[1],))
+  chex.assert_rank(horizon, 0)
+  chex.assert_rank(grid, 1)
+  dtype = _float_dtype(M, v)
+  M = jnp.asarray(M, dtype)
+  v = jnp.asarray(v, dtype)
+  rho = _rho_vector(rho, M.shape[0], dtype)
+  horizon = jnp.asarray(horizon, dtype)
+  g = jnp.clip(jnp.asarray(grid, dtype), 0, horizon)
+  z = M @ jnp.minimum(v[:, None], g[None, :])  # [d, G]
+  nu, alpha = _select(z - rho[:, None] * g[None, :], g)
+  if include_exact:
+    nu_e, alpha_e = alpha_max_exact(M, v, rho, horizon)
+    use_grid = nu > nu_e
+    nu = jnp.where(use_grid, nu, nu_e)
+    alpha = jnp.where(use_grid, alpha, alpha_e)
+  return nu, alpha
+
+
+def tv_dual_nu(
+    phi: Array, mask: Array, v: Array, lam, rho, horizon, method: str = "exact", grid=None
+) -> tuple[Array, Array, Array]:
+  """Ridge regression + TV dual: ``nu_i = max_{alpha in [0,H]} hat z_i(alpha) - rho_i alpha``.
+
+  Alg. 1 lines update_z / update_nu: ``ridge_operator`` (eq. closed form) followed by
+  ``alpha_max_exact`` / ``alpha_max_grid``. Targets of masked rows are ignored.
+
+  Args:
+    phi: ``[K, d]`` features.
+    mask: ``[K]`` bool validity mask.
+    v: ``[K]`` targets.
+    lam: ``[]`` ridge parameter.
+    rho: ``[d]`` or ``[]`` uncertainty levels.
+    horizon: ``[]`` ``H``.
+    method: static, one of ``"exact"``, ``"grid"``, ``"exact+grid"``.
+    grid: ``[G]`` grid, required for the grid methods.
+
+  Returns:
+    ``(nu, alpha_star, chol)``: ``[d]``, ``[d]`` and the ``[d, d]`` lower Cholesky factor of
+    ``Lambda`` (for the UCB bonus).
+  """
+  if method not in _METHODS:
+    raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+  if method != "exact" and grid is None:
+    raise ValueError(f"method={method!r} needs a grid (see make_grid)")
+  chex.assert_rank(phi, 2)
+  chex.assert_shape(mask, (phi.shape[0],))
+  chex.assert_shape(v, (phi.shape[0],))
+  chol, M = ridge_operator(phi, mask, lam)
+  v = jnp.where(mask, v, 0).astype(M.dtype)  # masked targets: no NaN, no spurious candidates
+  if method == "exact":
+    nu, alpha = alpha_max_exact(M, v, rho, horizon)
+  else:
+    nu, alpha = alpha_max_grid(M, v, rho, horizon, grid, include_exact=method == "exact+grid")
+  return nu, alpha, chol
+
+
+# --------------------------------------------------------------------------------------------
+# Finite-state TV worst case (Proposition 3, general form).
+# --------------------------------------------------------------------------------------------
+
+
+def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
+  """``inf_{nu in Delta(S), TV(nu, mu) <= rho} E_nu V`` via the dual of Proposition 3.
+
+  Evaluates, exactly,
+  ``max_{alpha in [Vmin, Vmax]} E_mu[min(V, alpha)] - rho * (alpha - min_s min(V(s), alpha))``
+  where the min runs over *all* states (also those with ``mu(s) = 0``), so no fail state is
+  needed. On ``[Vmin, Vmax]`` the inner min is ``Vmin`` and the objective is concave piecewise
+  linear with kinks at the ``V(s)``; all ``S`` candidates ``alpha = V(s)`` are evaluated with one
+  sort and prefix sums (ties in ``V`` are handled: the prefix formula is exact at any position of
+  a tied value). ``TV`` is ``1/2 ||nu - mu||_1``.
+
+  By the envelope theorem ``d value / d rho = -(alpha_star - Vmin)``.
+
+  Args:
+    mu: ``[S]`` nominal distribution.
+    V: ``[S]`` values (any reals).
+    rho: ``[]`` uncertainty level in ``[0, 1]``.
+
+  Returns:
+    ``(value, alpha_star)``, both ``[]``; ``alpha_star`` is the smallest maximiser.
+  """
+  chex.assert_rank(mu, 1)
+  chex.assert_shape(V, mu.shape)
+  chex.assert_rank(rho, 0)
+  dtype = _float_dtype(mu, V)
+  mu = jnp.asarray(mu, dtype)
+  V = jnp.asarray(V, dtype)
+  rho = jnp.asarray(rho, dtype)
+  order = jnp.argsort(V)
+  vs = V[order]
+  ms = mu[order]
+  cm = jnp.cumsum(ms)
+  cmv = jnp.cumsum(ms * vs)
+  vals = cmv + vs * (cm[-1] - cm) - rho * (vs - vs[0])
+  idx = jnp.argmax(vals)
+  return vals[idx], vs[idx]
+
+
+def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:
+  """Primal minimiser of Proposition 3: the worst-case ``nu`` in the TV ball around ``mu``.
+
+  Moves ``min(rho, 1 - mu(s_min))`` probability mass, greedily from the highest-value states
+  downwards, onto the single lowest-value state ``s_min = argmin_s V(s)`` (over all states, even
+  one with ``mu(s_min) = 0``). Vectorised with a sort and a cumulative sum.
+  ``E_nu V == tv_worst_case_value(mu, V, rho)[0]`` and ``TV(nu, mu) <= rho``.
+
+  Args:
+    mu: ``[S]`` nominal distribution.
+    V: ``[S]`` values.
+    rho: ``[]`` uncertainty level in ``[0, 1]``.
+
+  Returns:
+    ``[S]`` distribution ``nu``.
+  """
+  chex.assert_rank(mu, 1)
+  chex.assert_shape(V, mu.shape)
+  chex.assert_rank(rho, 0)
+  dtype = _float_dtype(mu, V)
+  mu = jnp.asarray(mu, dtype)
+  V = jnp.asarray(V, dtype)
+  rho = jnp.asarray(rho, dtype)
+  target = jnp.argmin(V)
+  order = jnp.argsort(-V)  # descending values
+  ms = jnp.where(order == target, 0, mu[order])  # the target state gives nothing away
+  before = jnp.cumsum(ms) - ms  # mass strictly above in the removal order
+  removed = jnp.clip(rho - before, 0, ms)
+  nu = mu.at[order].add(-removed)
+  return nu.at[target].add(jnp.sum(removed))
