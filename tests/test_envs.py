@@ -24,6 +24,7 @@ from drjax.envs import (
 N = 20_000  # samples per (params, h, s, a) class: 5 standard errors <= 0.0177 < 0.02
 JITS = [pytest.param(jax.jit, id="jit"), pytest.param(lambda f: f, id="nojit")]
 X1, X2, X3, X4, X5 = range(5)
+RANDOM_SHAPE = (6, 3, 4, 3)  # S, A, d, H: one shape for all random-MDP tests (one compilation)
 A_ALL_DOWN, A_MIXED, A_ALL_UP = 0, 11, 15  # (-1,-1,-1,-1), (1,-1,1,1), (1,1,1,1)
 
 
@@ -122,6 +123,29 @@ def test_linear_mdp_kernels_hand_computed():
   assert np.allclose(P.sum(-1), 1) and np.allclose(Pt.sum(-1), 1)
 
 
+@pytest.mark.parametrize("xi_norm", [0.1, 0.2, 0.3])
+def test_linear_mdp_optimal_first_action_flips_at_critical_q(xi_norm):
+  """Backward induction on the target model: with p = 0 the optimal step-1 action at x1 is
+  (1,1,1,1) below q* = 1 - G (3 - G) / 2 and (-1,-1,-1,-1) above, G = delta + xi_norm.
+
+  (Appendix A's eq. for the critical point has denominator 4 - 2G instead of 4: 0.6 instead of
+  0.48 for G = 0.4; the exact DP on the paper's own construction gives 0.48.)
+  """
+  env = LinearMDP()
+  g = 0.3 + xi_norm
+  q_star = 1 - g * (3 - g) / 2
+  batch = target_params(env.make_params(delta=0.3, p=0.0, xi_norm=xi_norm),
+                        jnp.asarray([q_star - 0.01, q_star + 0.01]))
+  models = jax.vmap(env.model)(batch)
+  P = np.asarray(jax.vmap(lambda m: m.transition)(models))
+  R = np.asarray(models.reward)
+  V = np.zeros((2, 5))
+  for h in (2, 1, 0):
+    Q = R[:, h] + np.einsum("bsat,bt->bsa", P[:, h], V)
+    V = Q.max(-1)
+  assert np.argmax(Q[0, X1]) == A_ALL_UP and np.argmax(Q[1, X1]) == A_ALL_DOWN
+
+
 def test_linear_mdp_sampling_matches_model():
   env = LinearMDP()
   params_list = [
@@ -168,7 +192,8 @@ def test_linear_mdp_vmap_over_1000_targets():
   assert P.shape == (1000, 3, 5, 16, 5)
   np.testing.assert_allclose(P[:, 0, X1, A_ALL_UP, X4], 0.4 * qs, atol=1e-12)
   np.testing.assert_allclose(P[:, 0, X1, A_ALL_UP, X5], 0.4 * (1 - qs), atol=1e-12)
-  np.testing.assert_allclose(P[:, 1:], np.broadcast_to(env.model(src).transition[1:], P[:, 1:].shape))
+  source_later = np.asarray(env.model(src).transition)[1:]
+  np.testing.assert_allclose(P[:, 1:], np.broadcast_to(source_later, P[:, 1:].shape), atol=1e-12)
   # One vmapped step per target domain, from x1 with (1,1,1,1): lands in the support; x4 w.p. 0.4q.
   keys = jax.random.split(jax.random.key(2), 1000)
   start = env.reset(keys[0], src)
@@ -277,14 +302,18 @@ def test_put_option_payoff_and_exit_state(variant):
   nxt, r, _ = step(key, _po_state(90.3), 1, params)
   assert float(r) == 0.0 and not bool(nxt.exited)
   # Exit state: absorbing, reward 0, features 0, at every step and for every action.
-  keys = jax.random.split(key, 200)
-  for h in range(env.horizon):
-    for a in (0, 1):
-      exited = _po_state(85.0, exited=True, h=h)
-      nxt, r, done = jax.vmap(step, in_axes=(0, None, None, None))(keys, exited, a, params)
-      assert np.all(nxt.exited) and np.all(nxt.price == 85.0) and np.all(r == 0.0)
-      assert np.all(done == (h == env.horizon - 1))
-    np.testing.assert_array_equal(env.phi_all(_po_state(85.0, True, h), params), 0.0)
+  hs, actions = (jnp.asarray(x, jnp.int32) for x in zip(*itertools.product(range(10), (0, 1))))
+  exited = PutOptionState(price=jnp.full(20, 85.0), exited=jnp.ones(20, bool), h=hs)
+
+  def from_exit(state, action):
+    keys = jax.random.split(key, 200)
+    nxt, r, done = jax.vmap(env.step, in_axes=(0, None, None, None))(keys, state, action, params)
+    return nxt, r, done, env.phi_all(state, params)
+
+  nxt, r, done, phi = jax.jit(jax.vmap(from_exit))(exited, actions)
+  assert np.all(nxt.exited) and np.all(nxt.price == 85.0) and np.all(r == 0.0)
+  np.testing.assert_array_equal(done, np.broadcast_to((hs == 9)[:, None], done.shape))
+  np.testing.assert_array_equal(phi, 0.0)
 
 
 def test_put_option_price_moves_match_p_u():
@@ -328,7 +357,7 @@ def test_put_option_fixed_initial_price_and_rollout():
 
 # ------------------------------------------------------------------------------------ random DRMDP
 def test_random_drmdp_structure_and_validity():
-  env, params = random_linear_drmdp(jax.random.key(10), 6, 3, 4, 3)
+  env, params = random_linear_drmdp(jax.random.key(10), *RANDOM_SHAPE)
   env.validate(params)
   phi, theta, mu = (np.asarray(x) for x in (params.phi, params.theta, params.mu))
   f = int(params.fail_state)
@@ -345,24 +374,29 @@ def test_random_drmdp_structure_and_validity():
   np.testing.assert_allclose(model.transition[:, f, :, f], 1.0, atol=1e-12)
   np.testing.assert_array_equal(model.reward[:, f], 0.0)
   assert np.all((model.reward >= 0) & (model.reward <= 1))
-  # A batch of instances is a vmap over keys, and validates as a batch.
-  batch = jax.vmap(env.sample_params)(jax.random.split(jax.random.key(11), 8))
+  # A batch of instances (stacked params) validates as a batch; a bad member is caught.
+  other = env.sample_params(jax.random.key(11))
+  assert not np.allclose(other.mu, params.mu)
+  batch = jax.tree.map(lambda *x: jnp.stack(x), params, other)
   env.validate(batch)
-  assert not np.allclose(batch.mu[0], batch.mu[1])
+  with pytest.raises(ValueError, match="mu rows must sum to 1"):
+    env.validate(batch._replace(mu=batch.mu.at[1, 2, 1].mul(0.5)))
 
 
 def test_random_drmdp_sampling_matches_model():
-  env, params = random_linear_drmdp(jax.random.key(12), 6, 3, 4, 3)
+  env, params = random_linear_drmdp(jax.random.key(12), *RANDOM_SHAPE)
   classes = [(h, s, a) for h in range(3) for s in range(6) for a in range(3)]
   nxt, r, _ = _sample_classes(env, [params], classes, jax.random.key(13))
   model = env.model(params)
   idx = tuple(np.array(c) for c in zip(*classes))
   _assert_frequencies(np.asarray(nxt[0]), np.asarray(model.transition)[idx], N)
   np.testing.assert_allclose(r[0][:, 0], np.asarray(model.reward)[idx], atol=1e-12)
-  for h, s, _ in classes:
-    state = env.reset(jax.random.key(0), params)._replace(s=jnp.int32(s), h=jnp.int32(h))
-    np.testing.assert_array_equal(env.phi_all(state, params), model.phi[h, s])
-    assert bool(env.is_fail(state, params)) == (s == int(model.fail_state))
+  hs, ss = (jnp.asarray(x, jnp.int32) for x in zip(*itertools.product(range(3), range(6))))
+  states = env.reset(jax.random.key(0), params)._replace(s=ss, h=hs)
+  feats, fails = jax.jit(jax.vmap(lambda st: (env.phi_all(st, params), env.is_fail(st, params))))(
+      states)
+  np.testing.assert_array_equal(feats, np.asarray(model.phi)[np.asarray(hs), np.asarray(ss)])
+  np.testing.assert_array_equal(fails, np.asarray(ss) == int(model.fail_state))
   # reset samples from init_dist.
   starts = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
       jax.random.split(jax.random.key(14), N), params)
@@ -370,7 +404,7 @@ def test_random_drmdp_sampling_matches_model():
 
 
 def test_random_drmdp_no_retrace():
-  env = RandomLinearMDP(5, 2, 3, 4)
+  env = RandomLinearMDP(*RANDOM_SHAPE)
   rollout, traces = _count_traces(env, lambda s: jnp.int32(1))
   for k in range(3):
     rollout(jax.random.key(20), env.sample_params(jax.random.key(k)))
@@ -406,7 +440,7 @@ def test_bad_input_raises(build, name):
 
 
 def _bad_random(field):
-  env, params = random_linear_drmdp(jax.random.key(15), 4, 2, 3, 2)
+  env, params = random_linear_drmdp(jax.random.key(15), *RANDOM_SHAPE)
   if field == "phi":  # a feature row summing to 1.1
     return env, params._replace(phi=params.phi.at[0, 1, 0, 1].add(0.1))
   if field == "mu":  # a negative factor probability (rows still sum to 1)
@@ -416,7 +450,7 @@ def _bad_random(field):
   if field == "init_dist":
     return env, params._replace(init_dist=params.init_dist * 0.5)
   if field == "fail":  # fail state leaks: phi(s_f, a) no longer e_0
-    return env, params._replace(phi=params.phi.at[0, 0, 1].set(jnp.asarray([0.0, 1.0, 0.0])))
+    return env, params._replace(phi=params.phi.at[0, 0, 1].set(jnp.asarray([0.0, 1, 0, 0])))
   raise AssertionError(field)
 
 

@@ -52,7 +52,7 @@ class LinearModel(NamedTuple):
   @property
   def transition(self) -> Array:
     """``[H, S, A, S]`` nominal kernel ``P_h(s'|s,a) = <phi(s,a), mu_h(s')>``."""
-    return jax.numpy.einsum("hsad,hdt->hsat", self.phi, self.mu)
+    return jax.numpy.einsum("...hsad,...hdt->...hsat", self.phi, self.mu)
 
 
 @dataclasses.dataclass(frozen=True)

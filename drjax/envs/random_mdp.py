@@ -57,18 +57,26 @@ def _is_int(x) -> bool:
   return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
-def _dirichlet(key: chex.PRNGKey, concentration: float, k: int, shape: tuple[int, ...],
-               dtype) -> Array:
-  """``shape + [k]`` draws from ``Dir(concentration * 1_k)``.
+def _flat_dirichlets(key: chex.PRNGKey, concentration: float, shapes, dtype) -> list[Array]:
+  """One array per ``shape`` in ``shapes``, its last axis a ``Dir(concentration)`` draw.
 
-  For ``concentration == 1`` (uniform on the simplex) this normalizes i.i.d. ``Exp(1)`` draws,
-  which is exact and avoids ``jax.random.gamma``, whose rejection sampler takes seconds to compile
-  on CPU for every new shape.
+  For ``concentration == 1`` (uniform on the simplex) this normalizes i.i.d. ``Exp(1)`` draws from a
+  single exponential sample (exact, one PRNG call: ``jax.random.dirichlet``'s gamma sampler and
+  every extra ``threefry`` call cost seconds of XLA compilation on a small CPU). Other values use
+  ``jax.random.dirichlet``.
   """
   if isinstance(concentration, (int, float)) and concentration == 1:
-    e = jax.random.exponential(key, shape + (k,), dtype)
-    return e / jnp.sum(e, axis=-1, keepdims=True)
-  return jax.random.dirichlet(key, jnp.full((k,), concentration, dtype), shape)
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    e = jax.random.exponential(key, (sum(sizes),), dtype)
+    parts = jnp.split(e, np.cumsum(sizes)[:-1])
+    return [_normalize(x.reshape(shape)) for x, shape in zip(parts, shapes)]
+  keys = jax.random.split(key, len(shapes))
+  return [jax.random.dirichlet(k, jnp.full(shape[-1:], concentration, dtype), shape[:-1], dtype)
+          for k, shape in zip(keys, shapes)]
+
+
+def _normalize(x: Array) -> Array:
+  return x / jnp.sum(x, axis=-1, keepdims=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +122,8 @@ class RandomLinearMDP(FiniteEnvironment):
     Args:
       key: PRNG key.
       concentration: Python float Dirichlet concentration (small values give near-deterministic
-        rows). 1 (the default) is fast; other values use ``jax.random.dirichlet``, whose gamma
-        sampler takes seconds to compile on CPU.
+        rows). 1 (the default) is fast; other values use ``jax.random.dirichlet``, whose
+        gamma sampler takes seconds to compile on CPU.
 
     Returns:
       ``RandomMDPParams``.
@@ -125,17 +133,16 @@ class RandomLinearMDP(FiniteEnvironment):
   def _sample_params(self, key: chex.PRNGKey, concentration: float) -> RandomMDPParams:
     H, S, A, d = self.horizon, self.num_states, self.num_actions, self.feature_dim
     dtype = _float_dtype()
-    k_phi, k_mu, k_theta, k_init = jax.random.split(key, 4)
+    k_dir, k_theta = jax.random.split(key)
     fail = 0
-    phi_rest = _dirichlet(k_phi, concentration, d - 1, (S, A), dtype)
+    phi_rest, mu_rest, init_rest = _flat_dirichlets(
+        k_dir, concentration, [(S, A, d - 1), (H, d - 1, S), (S - 1,)], dtype)
     phi = jnp.concatenate([jnp.zeros((S, A, 1), dtype), phi_rest], axis=-1)  # [S, A, d]
     phi = phi.at[fail].set(jnp.zeros((A, d), dtype).at[:, 0].set(1))
     phi = jnp.broadcast_to(phi[None], (H, S, A, d))
-    mu_rest = _dirichlet(k_mu, concentration, S, (H, d - 1), dtype)
     mu_fail = jnp.broadcast_to(jax.nn.one_hot(fail, S, dtype=dtype), (H, 1, S))
     mu = jnp.concatenate([mu_fail, mu_rest], axis=1)  # [H, d, S]
     theta = jax.random.uniform(k_theta, (H, d), dtype).at[:, 0].set(0)
-    init_rest = _dirichlet(k_init, concentration, S - 1, (), dtype)
     init_dist = jnp.concatenate([jnp.zeros((1,), dtype), init_rest])
     return RandomMDPParams(phi=phi, theta=theta, mu=mu,
                            fail_state=jnp.asarray(fail, jnp.int32), init_dist=init_dist)

@@ -1,0 +1,338 @@
+"""The paper's experiments (Section 6, Appendix A) as a few compiled programs.
+
+Each experiment family is ONE jitted program: training of both algorithms for every seed,
+uncertainty level and source instance (``vmap``), then the evaluation on the whole grid of target
+domains (``vmap``), and, for the linear MDP, the exact AveSubopt curves. The functions here return
+plain dicts of NumPy arrays ("panels"); ``experiments.outputs`` writes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from drjax import evaluate, planning
+from drjax.agents.base import HParams, make_hparams, rho_array
+from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
+from drjax.envs.linear_mdp import LinearMDP, target_params
+from drjax.envs.put_option import PutOption, fixed_initial_price
+from drjax.train import make_train
+
+FIGURES = ("fig1", "fig3", "fig2", "subopt")
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+  """Settings of a reproduction. Both presets use the authors' hyperparameters."""
+
+  name: str
+  beta: float = 1.0
+  lam: float = 0.1
+  episodes: int = 100
+  delta: float = 0.3
+  p: float = 0.001
+  bonus: str = "paper"          # DR-LSVI-UCB bonus form
+  clip: str = "paper"           # LSVI-UCB truncation form
+  put_variant: str = "paper"    # put-option features
+  put_fixed_init: bool = False  # one initial price per seed (notebook) vs per episode (paper)
+
+
+PRESETS = {
+    "paper": Preset("paper"),
+    "notebook": Preset("notebook", bonus="notebook", clip="notebook", put_variant="notebook",
+                       put_fixed_init=True),
+}
+
+LINEAR_XI = (0.1, 0.2, 0.3)
+LINEAR_RHO = (0.3, 0.4, 0.5)
+LINEAR_Q = tuple(np.round(np.linspace(0.0, 1.0, 21), 4))
+PUT_RHO = (0.3, 0.4, 0.5)
+PUT_PU = tuple(np.round(np.linspace(0.15, 0.85, 29), 4))
+DEFAULT_SEEDS = {"linear-mdp": 20, "put-option": 10}  # the paper's numbers
+SUBOPT_P = 0.1  # failure probability in the Theorem 1 curve
+
+
+def _stack(trees):
+  return jax.tree_util.tree_map(lambda *x: jnp.stack(x), *trees)
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulated linear MDP: Figure 1, the 3 x 3 ablation and AveSubopt, from one program.
+
+
+@functools.lru_cache(maxsize=None)
+def _linear_program(preset: Preset, episodes: int):
+  env = LinearMDP()
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus)
+  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip)
+  train_dr = make_train(env, dr, episodes, record_q=True)
+  train_ls = make_train(env, ls, episodes, record_q=True)
+  zero_rho = jnp.zeros((H, d))
+
+  def per_instance(params, keys, hp_dr: HParams, hp_ls: HParams, qs):
+    """One source instance (xi_norm): everything for all rho and seeds."""
+    model = env.model(params)
+    targets = target_params(params, qs)  # [Q]
+    target_models = jax.vmap(env.model)(targets)
+
+    def values_in_targets(pi):  # [H, S] policy -> [Q] exact returns
+      return jax.vmap(lambda m: planning.initial_value(m, planning.nominal_evaluate(m, pi)))(
+          target_models)
+
+    def learned_in_targets(agent, qf):
+      return jax.vmap(lambda t: evaluate.target_value(env, agent, qf, t))(targets)
+
+    def subopt(agent, qfs, rho):
+      def value(qf):
+        pi = evaluate.greedy_policy(agent, qf, model)
+        return planning.initial_value(model, planning.robust_evaluate(model, rho, pi))
+      v_star = planning.initial_value(model, planning.robust_dp(model, rho).v)
+      gap = v_star - jax.vmap(value)(qfs)
+      return jnp.cumsum(gap) / jnp.arange(1, gap.shape[0] + 1)
+
+    def run_dr(hp):
+      out = jax.vmap(train_dr, in_axes=(0, None, None))(keys, hp, params)
+      curves = jax.vmap(lambda qf: learned_in_targets(dr, qf))(out.final_qf)  # [S, Q]
+      sub = jax.vmap(lambda qfs: subopt(dr, qfs, hp.rho))(out.qf)  # [S, K]
+      ref = values_in_targets(planning.robust_dp(model, hp.rho).policy)
+      return curves, sub, out.estimation_error, ref
+
+    dr_curves, dr_sub, dr_err, robust_ref = jax.vmap(run_dr)(hp_dr)  # [R, S, Q], [R, S, K], ...
+    out = jax.vmap(train_ls, in_axes=(0, None, None))(keys, hp_ls, params)
+    ls_curves = jax.vmap(lambda qf: learned_in_targets(ls, qf))(out.final_qf)
+    ls_sub = jax.vmap(lambda qfs: subopt(ls, qfs, zero_rho))(out.qf)
+    nonrobust_ref = values_in_targets(planning.robust_dp(model, zero_rho).policy)
+    # Exact critical q: where the target-optimal first action at x1 switches.
+    first = jax.vmap(lambda m: planning.robust_dp(m, zero_rho).policy[0, 0])(target_models)
+    return dict(dr=dr_curves, ls=ls_curves, dr_sub=dr_sub, ls_sub=ls_sub, dr_err=dr_err,
+                ls_err=out.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
+                first_action=first)
+
+  return env, jax.jit(jax.vmap(per_instance, in_axes=(0, None, None, None, None)))
+
+
+def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
+                   xi_norms=LINEAR_XI, rhos=LINEAR_RHO, qs=LINEAR_Q, fine_q: int = 401) -> dict:
+  """Trains and evaluates both algorithms on every (xi_norm, rho_{1,4}) of Figure 1 / the ablation.
+
+  Returns:
+    dict of NumPy arrays: ``dr [X, R, S, Q]``, ``ls [X, S, Q]`` exact target returns of the final
+    policies; ``dr_sub [X, R, S, K]`` / ``ls_sub [X, S, K]`` AveSubopt(k) (robust with the run's
+    rho for DR-LSVI-UCB, nominal for LSVI-UCB); ``dr_err``/``ls_err`` estimation errors;
+    ``robust_ref [X, R, Q]`` / ``nonrobust_ref [X, Q]`` exact returns of the exact optimal robust
+    and non-robust policies; ``critical_q [X]``; timings.
+  """
+  env, program = _linear_program(preset, episodes)
+  H, d = env.horizon, env.feature_dim
+  params = _stack([env.make_params(delta=preset.delta, p=preset.p, xi_norm=x) for x in xi_norms])
+  hp_dr = make_hparams(H, d, rho=np.stack([rho_array(H, d, r, at=[(0, 3)]) for r in rhos]),
+                       beta=np.full(len(rhos), preset.beta), lam=np.full(len(rhos), preset.lam))
+  hp_ls = make_hparams(H, d, rho=0.0, beta=preset.beta, lam=preset.lam)
+  keys = jax.random.split(key, seeds)
+  # A fine q grid for the critical point (appended to the plotted grid, split off afterwards).
+  fine = np.linspace(0.0, 1.0, fine_q)
+  all_q = jnp.asarray(np.concatenate([np.asarray(qs), fine]))
+  t0 = time.perf_counter()
+  out = jax.device_get(program(params, keys, hp_dr, hp_ls, all_q))
+  elapsed = time.perf_counter() - t0
+  nq = len(qs)
+  res = {k: np.asarray(v) for k, v in out.items()}
+  for k in ("dr", "ls", "robust_ref", "nonrobust_ref"):
+    res[k] = res[k][..., :nq]
+  first = res.pop("first_action")[:, nq:]  # [X, fine]
+  res["critical_q"] = np.array([_switch_point(fine, f) for f in first])
+  res["seconds"] = elapsed
+  res.update(xi_norms=np.asarray(xi_norms), rhos=np.asarray(rhos), qs=np.asarray(qs))
+  return res
+
+
+def _switch_point(x, labels):
+  """First x where ``labels`` changes (midpoint of the bracketing grid points), NaN if none."""
+  change = np.nonzero(labels[1:] != labels[:-1])[0]
+  if change.size == 0:
+    return float("nan")
+  i = change[0]
+  return float(0.5 * (x[i] + x[i + 1]))
+
+
+def paper_critical_q(delta, xi_norm):
+  """Appendix A, eq. (critical point), as printed."""
+  m = delta + xi_norm
+  return (4 - 2 * m * (3 - m)) / (4 - 2 * m)
+
+
+# ---------------------------------------------------------------------------------------------
+# American put option: Figure 2.
+
+
+@functools.lru_cache(maxsize=None)
+def _put_program(preset: Preset, episodes: int, test_episodes: int):
+  env = PutOption(variant=preset.put_variant)
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus)
+  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip)
+  train_dr = make_train(env, dr, episodes)
+  train_ls = make_train(env, ls, episodes)
+
+  def program(params, keys, eval_keys, hp_dr, hp_ls, p_us):
+    # params: one source params per seed ([S] leaves).
+    def seed_curves(agent, qf, prm, ek):
+      targets = env.target_params(prm, p_us)
+
+      def one(t):
+        r = evaluate.mc_evaluate(env, agent, qf, t, ek, test_episodes)
+        return r["mean"]
+      return jax.vmap(one)(targets)  # [T]
+
+    def run(train, agent, hp):
+      out = jax.vmap(train, in_axes=(0, None, 0))(keys, hp, params)
+      curves = jax.vmap(lambda qf, prm, ek: seed_curves(agent, qf, prm, ek))(
+          out.final_qf, params, eval_keys)
+      return curves, out.returns
+
+    dr_curves, dr_ret = jax.vmap(lambda hp: run(train_dr, dr, hp))(hp_dr)
+    ls_curves, ls_ret = run(train_ls, ls, hp_ls)
+    return dict(dr=dr_curves, ls=ls_curves, dr_train=dr_ret, ls_train=ls_ret)
+
+  return env, jax.jit(program)
+
+
+def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episodes: int = 100,
+                   rhos=PUT_RHO, p_us=PUT_PU) -> dict:
+  """Figure 2: both algorithms on the put option, Monte Carlo returns on every target p_u.
+
+  Each seed's two (or more) policies face the same random draws in every target episode (common
+  random numbers via ``evaluate.episode_key``). Returns ``dr [R, S, T]``, ``ls [S, T]`` (mean
+  return over ``test_episodes`` per seed and target) and timings.
+  """
+  env, program = _put_program(preset, episodes, test_episodes)
+  H, d = env.horizon, env.feature_dim
+  k_train, k_init, k_eval = jax.random.split(key, 3)
+  source = env.make_params(p_u=0.5)
+  if preset.put_fixed_init:
+    params = jax.vmap(fixed_initial_price, in_axes=(0, None))(
+        jax.random.split(k_init, seeds), source)
+  else:
+    params = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (seeds,)), source)
+  hp_dr = make_hparams(H, d, rho=np.stack([np.full((H, d), r) for r in rhos]),
+                       beta=np.full(len(rhos), preset.beta), lam=np.full(len(rhos), preset.lam))
+  hp_ls = make_hparams(H, d, rho=0.0, beta=preset.beta, lam=preset.lam)
+  t0 = time.perf_counter()
+  out = jax.device_get(program(params, jax.random.split(k_train, seeds),
+                               jax.random.split(k_eval, seeds), hp_dr, hp_ls,
+                               jnp.asarray(p_us)))
+  res = {k: np.asarray(v) for k, v in out.items()}
+  res["seconds"] = time.perf_counter() - t0
+  res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us))
+  return res
+
+
+# ---------------------------------------------------------------------------------------------
+# Panels: the results files' content.
+
+
+def _curve(values):
+  """Mean and standard error across seeds (axis 0)."""
+  values = np.asarray(values, dtype=np.float64)
+  n = values.shape[0]
+  stderr = values.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(values.shape[1:])
+  return {"mean": values.mean(axis=0).tolist(), "stderr": stderr.tolist()}
+
+
+def _exact(values):
+  values = np.asarray(values, dtype=np.float64)
+  return {"mean": values.tolist(), "stderr": np.zeros_like(values).tolist()}
+
+
+def _fit_slope(k, y, k_min=10):
+  sel = (k >= k_min) & (y > 0)
+  if sel.sum() < 2:
+    return float("nan")
+  return float(np.polyfit(np.log(k[sel]), np.log(y[sel]), 1)[0])
+
+
+def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names) -> dict:
+  """Panels of fig1 (rho = 0.5), fig3 (all rho) and subopt (rho = 0.5) from ``run_linear_mdp``."""
+  panels = {n: {} for n in names}
+  base = dict(env="linear-mdp", seeds=seeds, episodes=episodes, preset=preset.name,
+              beta=preset.beta, **{"lambda": preset.lam}, delta=preset.delta, p=preset.p,
+              bonus=preset.bonus, clip=preset.clip, H=3, d=4,
+              evaluation="exact expected return of each seed's final greedy policy",
+              rho_note="rho_{1,4} = rho, all other rho_{h,i} = 0 (DR-LSVI-UCB only)")
+  for xi_i, xi in enumerate(res["xi_norms"]):
+    for r_i, rho in enumerate(res["rhos"]):
+      panel = {
+          "x": res["qs"].tolist(),
+          "x_label": "perturbation level q",
+          "y_label": "average reward in the target domain",
+          "curves": {
+              "LSVI-UCB": _curve(res["ls"][xi_i]),
+              "DR-LSVI-UCB": _curve(res["dr"][xi_i, r_i]),
+              "robust optimum (exact)": _exact(res["robust_ref"][xi_i, r_i]),
+              "non-robust optimum (exact)": _exact(res["nonrobust_ref"][xi_i]),
+          },
+          "critical_q": float(res["critical_q"][xi_i]),
+          "critical_q_paper_formula": paper_critical_q(preset.delta, float(xi)),
+          "title": f"||xi||_1 = {xi:g}, rho_1,4 = {rho:g}",
+          "config": dict(base, xi_norm=float(xi), rho=float(rho)),
+      }
+      tag = f"xi{xi:g}_rho{rho:g}"
+      if "fig3" in panels:
+        panels["fig3"][tag] = panel
+      if "fig1" in panels and math.isclose(rho, 0.5):
+        panels["fig1"][tag] = panel
+      if "subopt" in panels and math.isclose(rho, 0.5):
+        k = np.arange(1, episodes + 1, dtype=np.float64)
+        dr_sub, ls_sub = res["dr_sub"][xi_i, r_i], res["ls_sub"][xi_i]
+        bound = evaluate.theorem1_bound(res["dr_err"][xi_i, r_i].mean(0), H=3, d=4, p=SUBOPT_P,
+                                        beta=preset.beta)
+        slopes = {"DR-LSVI-UCB": _fit_slope(k, dr_sub.mean(0)),
+                  "LSVI-UCB": _fit_slope(k, ls_sub.mean(0))}
+        panels["subopt"][f"xi{xi:g}"] = {
+            "x": k.tolist(),
+            "x_label": "episode k",
+            "y_label": "AveSubopt(k)",
+            "curves": {
+                "DR-LSVI-UCB": _curve(dr_sub),
+                "LSVI-UCB": _curve(ls_sub),
+                "Theorem 1 bound": _exact(np.asarray(bound["total"])),
+            },
+            "slopes": slopes,
+            "title": f"||xi||_1 = {xi:g}, rho_1,4 = {rho:g}",
+            "config": dict(base, xi_norm=float(xi), rho=float(rho), theorem1_p=SUBOPT_P,
+                           theorem1_beta=preset.beta,
+                           subopt_note=("DR-LSVI-UCB: robust AveSubopt with its rho; LSVI-UCB: "
+                                        "nominal AveSubopt (rho = 0), each against its own exact "
+                                        "optimum; Theorem 1 bound with the run's beta and the "
+                                        "seed-mean estimation error"),
+                           slope_fit="least squares of log AveSubopt on log k, k >= 10"),
+        }
+  return panels
+
+
+def put_panels(res: dict, preset: Preset, *, seeds: int, episodes: int,
+               test_episodes: int) -> dict:
+  base = dict(env="put-option", seeds=seeds, episodes=episodes, preset=preset.name,
+              beta=preset.beta, **{"lambda": preset.lam}, bonus=preset.bonus, clip=preset.clip,
+              variant=preset.put_variant, fixed_initial_price=preset.put_fixed_init, H=10,
+              num_anchors=20, source_p_u=0.5, test_episodes=test_episodes,
+              evaluation=("Monte Carlo mean return of each seed's final greedy policy over "
+                          "test_episodes episodes, common random numbers across algorithms"))
+  panels = {}
+  for r_i, rho in enumerate(res["rhos"]):
+    panels[f"rho{rho:g}"] = {
+        "x": res["p_us"].tolist(),
+        "x_label": "price-up probability p_u of the target",
+        "y_label": "average reward in the target domain",
+        "curves": {"LSVI-UCB": _curve(res["ls"]), "DR-LSVI-UCB": _curve(res["dr"][r_i])},
+        "title": f"rho = {rho:g}",
+        "config": dict(base, rho=float(rho), rho_note="rho_{h,i} = rho for all h, i"),
+    }
+  return {"fig2": panels}
