@@ -1,7 +1,67 @@
-"""drjax: distributionally robust off-dynamics RL with linear function approximation, in JAX."""
+"""drjax: distributionally robust off-dynamics RL with linear function approximation, in JAX.
+
+DR-LSVI-UCB (Liu & Xu, AISTATS 2024) and LSVI-UCB (Jin et al., 2020) as pure, jit/vmap-able
+functions; exact TV-dual kernels; JAX environments; exact robust planning and evaluation.
+
+Importing drjax appends ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS`` when JAX's backend
+is not yet initialized (see README, "CPU hang"); set ``DRJAX_NO_XLA_FLAG=1`` to opt out.
+"""
 
 from drjax import _xla
 
 _xla.configure()  # before anything initializes JAX's CPU backend
 
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from drjax import envs, evaluate, planning, robust
+from drjax.agents.base import (
+    Agent,
+    AgentConfig,
+    AgentState,
+    HParams,
+    QFunction,
+    check_features,
+    make_hparams,
+    rho_array,
+    validate_hparams,
+)
+from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
+from drjax.envs import (
+    Environment,
+    FiniteEnvironment,
+    LinearMDP,
+    LinearModel,
+    PutOption,
+    RandomLinearMDP,
+    random_linear_drmdp,
+)
+from drjax.train import TrainOutput, make_train, sweep
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "AgentState",
+    "Environment",
+    "FiniteEnvironment",
+    "HParams",
+    "LinearMDP",
+    "LinearModel",
+    "PutOption",
+    "QFunction",
+    "RandomLinearMDP",
+    "TrainOutput",
+    "check_features",
+    "dr_lsvi_ucb",
+    "envs",
+    "evaluate",
+    "lsvi_ucb",
+    "make_hparams",
+    "make_train",
+    "planning",
+    "random_linear_drmdp",
+    "rho_array",
+    "robust",
+    "sweep",
+    "validate_hparams",
+]

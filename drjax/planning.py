@@ -91,7 +91,7 @@ def validate_rho(rho, horizon: int, feature_dim: int) -> None:
 
 
 def validate_policy(policy, horizon: int, num_states: int, num_actions: int) -> None:
-  """Raises ``ValueError`` unless ``policy`` is an integer ``[H, S]`` array with entries in ``[0, A)``.
+  """Raises ``ValueError`` unless ``policy`` is an integer ``[H, S]`` table of actions in [0, A).
 
   Values are checked only when ``policy`` is concrete.
   """
@@ -99,13 +99,15 @@ def validate_policy(policy, horizon: int, num_states: int, num_actions: int) -> 
   if shape != (horizon, num_states):
     raise ValueError(
         f"policy must have shape (H, S) = ({horizon}, {num_states}), got {shape}")
-  if not jnp.issubdtype(jnp.result_type(policy), jnp.integer):
-    raise ValueError(f"policy must hold integer action indices, got dtype {jnp.result_type(policy)}")
-  if _is_concrete(policy):
+  concrete = _is_concrete(policy)
+  dtype = np.asarray(policy).dtype if concrete else policy.dtype
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise ValueError(f"policy must hold integer action indices, got dtype {dtype}")
+  if concrete:
     p = np.asarray(policy)
     if p.size and (p.min() < 0 or p.max() >= num_actions):
-      raise ValueError(
-          f"policy actions must lie in [0, {num_actions - 1}], got values in [{p.min()}, {p.max()}]")
+      raise ValueError(f"policy actions must lie in [0, {num_actions - 1}], got values in "
+                       f"[{p.min()}, {p.max()}]")
 
 
 def _factor_values(mu_h: Array, v_next: Array, rho_h: Array) -> Array:

@@ -188,9 +188,10 @@ def check_env_features(env, params, key) -> None:
   warning). Uses the exact model when there is one, else the initial state and one random step."""
   from drjax.agents.base import check_features  # pylint: disable=g-import-not-at-top
 
-  model = getattr(env, "model", None)
   try:
-    phi = model(params).phi
+    if not hasattr(env, "model"):
+      raise NotImplementedError
+    phi = env.model(params).phi
   except NotImplementedError:
     s = env.reset(key, params)
     phi = env.phi_all(s, params)

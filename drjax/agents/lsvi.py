@@ -13,15 +13,21 @@ from drjax.agents import base
 from drjax.agents.base import Agent, AgentState, HParams, QFunction
 
 
-def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail_zero: bool):
-  """``[..., A]`` Q_h at features ``phi_all [..., A, d]`` (Algorithm 1, line 13)."""
+def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail_zero: bool,
+              clip: bool = True):
+  """``[..., A]`` Q_h at features ``phi_all [..., A, d]`` (Algorithm 1, line 13).
+
+  With ``clip=False`` the optimistic value before truncation (used to break ties, see ``act``).
+  """
   w = qf.w[h]
   linv = qf.linv[h]
   if robust_bonus is None:
     bonus = base.ellipsoid_bonus(linv, phi_all, qf.beta)
   else:
     bonus = base.diag_bonus(linv, phi_all, qf.beta, robust_bonus)
-  q = jnp.clip(phi_all @ w + bonus, 0.0, qf.top[h])
+  q = phi_all @ w + bonus
+  if clip:
+    q = jnp.clip(q, 0.0, qf.top[h])
   if fail_zero:
     q = jnp.where(jnp.expand_dims(fail, -1), 0.0, q)
   return q
@@ -89,9 +95,15 @@ def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actio
     return q_fn(qf, h, phi_all, fail)
 
   def act(qf: QFunction, h, phi_all, fail):
-    """Greedy action (Algorithm 1, line 14); ties go to the lowest action index."""
+    """Greedy action (Algorithm 1, line 14).
+
+    Truncation makes many actions tie at ``Q = H - h + 1`` early in training; among the maximizers
+    of the truncated Q we pick the one with the largest untruncated optimistic value (truncation
+    is monotone, so this is always an argmax of Q), then the lowest index. Breaking such ties by
+    index alone would favour action 0 for as long as every action's bonus exceeds the clip.
+    """
     chex.assert_shape(phi_all, (A, d))
-    return jnp.argmax(q_fn(qf, h, phi_all, fail)).astype(jnp.int32)
+    return jnp.argmax(q_fn(qf, h, phi_all, fail, clip=False)).astype(jnp.int32)
 
   def bonus_fn(qf: QFunction, h, phi):
     if robust_agent:
