@@ -1,8 +1,7 @@
 """Evaluating learned policies: exact AveSubopt curves, Theorem 1's bound, target-domain values.
 
 * ``greedy_policy`` turns an agent's ``QFunction`` into a deterministic tabular policy on a finite
-  model (the agent's own ``act`` rule: argmax of ``q_values``, lowest index on ties, fail flag
-  ``s == fail_state``).
+  model (the agent's own ``act`` rule, with fail flag ``s == fail_state``).
 * ``ave_subopt`` computes ``V_1^{*,rho}(s_1) - V_1^{pi_k,rho}(s_1)`` exactly for every episode's
   policy ``pi_k`` (robust DP, ``drjax.planning``) and the running average ``AveSubopt(k)`` of
   Section 3.1 (eq. AveSubopt), ``k = 1..K``.
@@ -57,8 +56,9 @@ def _concrete_tree(tree) -> bool:
 def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
   """The agent's greedy policy on every (step, state) of a finite model (Algorithm 1, line 14).
 
-  ``pi_h(s) = argmax_a agent.q_values(qf, h, phi_h(s, .), s == fail_state)``, ties to the
-  lowest action index (exactly ``agent.act``).
+  ``pi_h(s) = agent.act(qf, h, phi_h(s, .), s == fail_state)``, vmapped over all ``(h, s)``: the
+  very rule the agent acts by during training (argmax of its Q-values, with the agent's own
+  tie-breaking).
 
   Args:
     agent: an ``Agent`` (``dr_lsvi_ucb`` / ``lsvi_ucb``).
@@ -72,9 +72,10 @@ def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
   H, S, A, d = model.phi.shape
   chex.assert_shape(qf.w, (H, d))
   fail = jnp.arange(S) == model.fail_state  # [S]
-  q = jax.vmap(lambda h, phi_h: agent.q_values(qf, h, phi_h, fail))(jnp.arange(H), model.phi)
-  chex.assert_shape(q, (H, S, A))
-  return jnp.argmax(q, axis=-1).astype(jnp.int32)
+  over_states = jax.vmap(agent.act, in_axes=(None, None, 0, 0))  # phi_h [S, A, d], fail [S]
+  pi = jax.vmap(over_states, in_axes=(None, 0, 0, None))(qf, jnp.arange(H), model.phi, fail)
+  chex.assert_shape(pi, (H, S))
+  return pi.astype(jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
@@ -152,7 +153,11 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
   Returns:
     dict with ``term1 [K]``, ``term2 [..., K]``, ``total [..., K]`` and ``beta []``.
   """
-  if not (isinstance(p, (int, float, np.floating)) and 0.0 < float(p) < 1.0):
+  try:
+    p = float(p)
+  except (TypeError, ValueError):
+    raise ValueError(f"p must be a number in (0, 1), got {p!r}") from None
+  if not 0.0 < p < 1.0:
     raise ValueError(f"p must lie in (0, 1), got {p!r}")
   if int(H) < 1 or int(d) < 1:
     raise ValueError(f"H and d must be integers >= 1, got H={H!r}, d={d!r}")
@@ -163,12 +168,12 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
   if beta is None:
     if not float(c) > 0:
       raise ValueError(f"c must be > 0, got {c!r}")
-    beta = float(c) * d * H * math.sqrt(math.log(3 * d * K * H / float(p)))
+    beta = float(c) * d * H * math.sqrt(math.log(3 * d * K * H / p))
   elif _concrete_tree(beta) and not np.all(np.asarray(beta) >= 0):
     raise ValueError(f"beta must be >= 0, got {beta!r}")
   dtype = jnp.result_type(err.dtype, float)
   k = jnp.arange(1, K + 1, dtype=dtype)
-  term1 = jnp.sqrt(2.0 * H**3 * math.log(3.0 / float(p)) / k)
+  term1 = jnp.sqrt(2.0 * H**3 * math.log(3.0 / p) / k)
   cs = jnp.cumsum(err.astype(dtype), axis=-1)
   b = jnp.asarray(beta, dtype)[..., None]
   shape = jnp.broadcast_shapes(b.shape, cs.shape)

@@ -41,12 +41,13 @@ class Preset:
   clip: str = "paper"           # LSVI-UCB truncation form
   put_variant: str = "paper"    # put-option features
   put_fixed_init: bool = False  # one initial price per seed (notebook) vs per episode (paper)
+  tie_break: str = "optimistic"  # greedy ties: largest untruncated value / lowest index
 
 
 PRESETS = {
     "paper": Preset("paper"),
     "notebook": Preset("notebook", bonus="notebook", clip="notebook", put_variant="notebook",
-                       put_fixed_init=True),
+                       put_fixed_init=True, tie_break="first"),
 }
 
 LINEAR_XI = (0.1, 0.2, 0.3)
@@ -70,8 +71,8 @@ def _stack(trees):
 def _linear_program(preset: Preset, episodes: int):
   env = LinearMDP()
   H, d, A = env.horizon, env.feature_dim, env.num_actions
-  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus)
-  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip)
+  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus, tie_break=preset.tie_break)
+  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip, tie_break=preset.tie_break)
   train_dr = make_train(env, dr, episodes, record_q=True)
   train_ls = make_train(env, ls, episodes, record_q=True)
   zero_rho = jnp.zeros((H, d))
@@ -176,8 +177,8 @@ def paper_critical_q(delta, xi_norm):
 def _put_program(preset: Preset, episodes: int, test_episodes: int):
   env = PutOption(variant=preset.put_variant)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
-  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus)
-  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip)
+  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus, tie_break=preset.tie_break)
+  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip, tie_break=preset.tie_break)
   train_dr = make_train(env, dr, episodes)
   train_ls = make_train(env, ls, episodes)
 
@@ -263,7 +264,7 @@ def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names
   panels = {n: {} for n in names}
   base = dict(env="linear-mdp", seeds=seeds, episodes=episodes, preset=preset.name,
               beta=preset.beta, **{"lambda": preset.lam}, delta=preset.delta, p=preset.p,
-              bonus=preset.bonus, clip=preset.clip, H=3, d=4,
+              bonus=preset.bonus, clip=preset.clip, tie_break=preset.tie_break, H=3, d=4,
               evaluation="exact expected return of each seed's final greedy policy",
               rho_note="rho_{1,4} = rho, all other rho_{h,i} = 0 (DR-LSVI-UCB only)")
   for xi_i, xi in enumerate(res["xi_norms"]):
@@ -321,7 +322,7 @@ def put_panels(res: dict, preset: Preset, *, seeds: int, episodes: int,
                test_episodes: int) -> dict:
   base = dict(env="put-option", seeds=seeds, episodes=episodes, preset=preset.name,
               beta=preset.beta, **{"lambda": preset.lam}, bonus=preset.bonus, clip=preset.clip,
-              variant=preset.put_variant, fixed_initial_price=preset.put_fixed_init, H=10,
+              tie_break=preset.tie_break, variant=preset.put_variant, fixed_initial_price=preset.put_fixed_init, H=10,
               num_anchors=20, source_p_u=0.5, test_episodes=test_episodes,
               evaluation=("Monte Carlo mean return of each seed's final greedy policy over "
                           "test_episodes episodes, common random numbers across algorithms"))

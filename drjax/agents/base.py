@@ -30,6 +30,7 @@ Array = jax.Array
 BONUS_FORMS = ("paper", "notebook")
 CLIP_FORMS = ("paper", "notebook")
 ALPHA_METHODS = ("exact", "grid", "exact+grid")
+TIE_BREAKS = ("optimistic", "first")
 
 
 class HParams(NamedTuple):
@@ -101,6 +102,7 @@ class AgentConfig(NamedTuple):
   clip: str
   alpha: str
   grid_size: int
+  tie_break: str
 
 
 class Agent(NamedTuple):
@@ -235,12 +237,6 @@ def end_episode(state: AgentState) -> AgentState:
 def valid_mask(state: AgentState) -> Array:
   """``[K]`` mask of stored episodes."""
   return jnp.arange(state.phi.shape[1]) < state.count
-
-
-def chol_inverse(chol):
-  """Inverse of a lower-triangular Cholesky factor (d x d, by a triangular solve)."""
-  eye = jnp.eye(chol.shape[-1], dtype=chol.dtype)
-  return jax.scipy.linalg.solve_triangular(chol, eye, lower=True)
 
 
 def diag_bonus(linv, phi, beta, form: str):

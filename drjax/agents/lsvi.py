@@ -36,7 +36,7 @@ def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail
 @functools.lru_cache(maxsize=None)
 def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actions: int,
           capacity: int, bonus: str = "paper", clip: str = "paper", alpha: str = "exact",
-          grid_size: int = 0) -> Agent:
+          grid_size: int = 0, tie_break: str = "optimistic") -> Agent:
   base.check_static(horizon, feature_dim, num_actions, capacity)
   if bonus not in base.BONUS_FORMS:
     raise ValueError(f"bonus must be one of {base.BONUS_FORMS}, got {bonus!r}")
@@ -46,6 +46,8 @@ def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actio
     raise ValueError(f"alpha must be one of {base.ALPHA_METHODS}, got {alpha!r}")
   if alpha != "exact" and (not isinstance(grid_size, int) or grid_size < 2):
     raise ValueError(f"grid_size must be an integer >= 2 for alpha={alpha!r}, got {grid_size!r}")
+  if tie_break not in base.TIE_BREAKS:
+    raise ValueError(f"tie_break must be one of {base.TIE_BREAKS}, got {tie_break!r}")
   H, d, A, K = horizon, feature_dim, num_actions, capacity
   fail_zero = robust_agent
   q_fn = functools.partial(_q_values, robust_bonus=bonus if robust_agent else None,
@@ -67,7 +69,7 @@ def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actio
 
     def backward(carry, h):
       w_next, linv_next = carry
-      chol, M = robust.ridge_operator(state.phi[h], mask, lam)
+      _, linv, M = robust.ridge_factors(state.phi[h], mask, lam)
       h_next = jnp.minimum(h + 1, H - 1)
       qf_next = QFunction(w=w_next[None], linv=linv_next[None], beta=beta,
                           top=tops[h_next][None], nu=None, alpha=None)
@@ -84,7 +86,6 @@ def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actio
         w = M @ (state.reward[h] + v_next)
         nu = jnp.zeros((d,), dtype)
         a_star = jnp.zeros((d,), dtype)
-      linv = base.chol_inverse(chol)
       return (w, linv), (w, linv, nu, a_star)
 
     init_carry = (jnp.zeros((d,), dtype), jnp.eye(d, dtype=dtype))
@@ -100,23 +101,26 @@ def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actio
     Truncation makes many actions tie at ``Q = H - h + 1`` early in training; among the maximizers
     of the truncated Q we pick the one with the largest untruncated optimistic value (truncation
     is monotone, so this is always an argmax of Q), then the lowest index. Breaking such ties by
-    index alone would favour action 0 for as long as every action's bonus exceeds the clip.
+    index alone (``tie_break="first"``, what ``np.argmax`` in the authors' notebooks does) favours
+    action 0 for as long as every action's bonus exceeds the clip.
     """
     chex.assert_shape(phi_all, (A, d))
-    return jnp.argmax(q_fn(qf, h, phi_all, fail, clip=False)).astype(jnp.int32)
+    q = q_fn(qf, h, phi_all, fail, clip=(tie_break == "first"))
+    return jnp.argmax(q).astype(jnp.int32)
 
   def bonus_fn(qf: QFunction, h, phi):
     if robust_agent:
       return base.diag_bonus(qf.linv[h], phi, qf.beta, bonus)
     return base.ellipsoid_bonus(qf.linv[h], phi, qf.beta)
 
-  config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size)
+  config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break)
   return Agent(name=name, config=config, init=init, plan=plan, q_values=q_values, act=act,
                observe=base.observe, end_episode=base.end_episode, bonus=bonus_fn)
 
 
 def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
-                bonus: str = "paper", alpha: str = "exact", grid_size: int = 0) -> Agent:
+                bonus: str = "paper", alpha: str = "exact", grid_size: int = 0,
+                tie_break: str = "optimistic") -> Agent:
   """DR-LSVI-UCB (Algorithm 1) with heterogeneous rho ``[H, d]`` and known theta.
 
   Args:
@@ -129,22 +133,25 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
     alpha: ``"exact"`` maximization over the breakpoints, ``"grid"`` over ``grid_size`` uniform
       points of [0, H], or ``"exact+grid"`` (both).
     grid_size: number of grid points (static).
+    tie_break: among actions tied at the truncated maximum, ``"optimistic"`` takes the largest
+      untruncated value, ``"first"`` the lowest index (the authors' ``np.argmax``).
 
   Returns:
     An ``Agent``. Q is clipped to ``[0, H - h + 1]`` and set to 0 at the fail state.
   """
   return _make("DR-LSVI-UCB", robust_agent=True, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, bonus=bonus, clip="paper",
-               alpha=alpha, grid_size=grid_size)
+               alpha=alpha, grid_size=grid_size, tie_break=tie_break)
 
 
 def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
-             clip: str = "paper") -> Agent:
+             clip: str = "paper", tie_break: str = "optimistic") -> Agent:
   """LSVI-UCB (Jin et al. 2020): ridge regression on ``r + V_{h+1}``, bonus ``beta ||phi||``.
 
   Args:
     clip: ``"paper"`` clips Q to ``[0, H - h + 1]`` like DR-LSVI-UCB; ``"notebook"`` clips at H
       for every step (the authors' baseline).
+    tie_break: as for ``dr_lsvi_ucb``.
   """
   return _make("LSVI-UCB", robust_agent=False, horizon=horizon, feature_dim=feature_dim,
-               num_actions=num_actions, capacity=capacity, clip=clip)
+               num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break)

@@ -1,0 +1,122 @@
+"""``drjax reproduce`` and ``drjax train``: run experiments, write results files and figures."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+
+from experiments import outputs, paper
+
+
+def _log(quiet, msg):
+  if not quiet:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def check_out_dir(out: str) -> None:
+  """Raises ``ValueError`` (one line) unless ``out`` is a usable directory; creates nothing."""
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise ValueError(f"--out {out!r} exists and is not a directory")
+  probe = out
+  while not os.path.exists(probe):
+    parent = os.path.dirname(os.path.abspath(probe))
+    if parent == probe:
+      break
+    probe = parent
+  if not os.access(probe, os.W_OK | os.X_OK):
+    raise ValueError(f"--out {out!r} is not writable")
+
+
+def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str = "paper",
+              test_episodes: int = 100, seed: int = 0, quiet: bool = False) -> dict:
+  """Runs the requested figures and writes ``out/<NAME>/`` and ``out/results.md``.
+
+  Returns a dict with the per-family timings (seconds, including compilation).
+  """
+  pre = paper.PRESETS[preset]
+  names = list(dict.fromkeys(names))
+  key = jax.random.PRNGKey(seed)
+  k_lin, k_put = jax.random.split(key)
+  timings = {}
+  lin_names = [n for n in names if n in ("fig1", "fig3", "subopt")]
+  if lin_names:
+    s = seeds or paper.DEFAULT_SEEDS["linear-mdp"]
+    _log(quiet, f"[drjax] linear MDP ({', '.join(lin_names)}): 3 xi_norm x 3 rho_1,4 x {s} seeds "
+                f"x {episodes} episodes, both algorithms, 21 targets (exact) ...")
+    t0 = time.perf_counter()
+    res = paper.run_linear_mdp(pre, seeds=s, episodes=episodes, key=k_lin)
+    panels = paper.linear_panels(res, pre, seeds=s, episodes=episodes, names=lin_names)
+    for n in lin_names:
+      outputs.write_figure(out, n, panels[n])
+      _log(quiet, f"[drjax]   wrote {os.path.join(out, n)}/ ({len(panels[n])} panels)")
+    timings["linear-mdp"] = time.perf_counter() - t0
+    _log(quiet, f"[drjax]   {timings['linear-mdp']:.1f} s")
+  if "fig2" in names:
+    s = seeds or paper.DEFAULT_SEEDS["put-option"]
+    _log(quiet, f"[drjax] put option (fig2): 3 rho x {s} seeds x {episodes} episodes, both "
+                f"algorithms, 29 targets x {test_episodes} test episodes (Monte Carlo, CRN) ...")
+    t0 = time.perf_counter()
+    res = paper.run_put_option(pre, seeds=s, episodes=episodes, key=k_put,
+                               test_episodes=test_episodes)
+    panels = paper.put_panels(res, pre, seeds=s, episodes=episodes, test_episodes=test_episodes)
+    outputs.write_figure(out, "fig2", panels["fig2"])
+    timings["put-option"] = time.perf_counter() - t0
+    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'fig2')}/ ({timings['put-option']:.1f} s)")
+  path = outputs.write_summary(out, load_results(out), header=_header(preset))
+  _log(quiet, f"[drjax] wrote {path}")
+  return timings
+
+
+def _header(preset):
+  return (f"# drjax results\n\nPreset of the last run: `{preset}`. Every panel's full configuration "
+          "is in its JSON file (`config`). Crossing: first perturbation where the DR-LSVI-UCB and "
+          "LSVI-UCB mean curves cross (linear interpolation). Area: trapezoid rule over the "
+          "perturbation grid.")
+
+
+def load_results(out: str) -> dict:
+  """All panels found under ``out/<NAME>/*.json``, {name: {tag: panel}}, in figure order."""
+  sections = {}
+  for name in paper.FIGURES + ("train",):
+    files = sorted(glob.glob(os.path.join(out, name, "*.json")))
+    if files:
+      sections[name] = {}
+      for f in files:
+        with open(f) as fh:
+          sections[name][os.path.splitext(os.path.basename(f))[0]] = json.load(fh)
+  return sections
+
+
+def train(*, env: str, out: str, rhos, seeds: int, episodes: int, preset: str, beta: float,
+          lam: float, xi_norm: float, test_episodes: int, seed: int, quiet: bool) -> dict:
+  """``drjax train``: one environment, both algorithms, a list of rho values, N seeds.
+
+  Writes ``out/train/<env>_....json`` panels (one per rho) of the same kind as ``reproduce``.
+  """
+  import dataclasses  # pylint: disable=g-import-not-at-top
+
+  pre = dataclasses.replace(paper.PRESETS[preset], beta=beta, lam=lam)
+  key = jax.random.PRNGKey(seed)
+  t0 = time.perf_counter()
+  _log(quiet, f"[drjax] train {env}: rho {list(rhos)} x {seeds} seeds x {episodes} episodes ...")
+  if env == "linear-mdp":
+    res = paper.run_linear_mdp(pre, seeds=seeds, episodes=episodes, key=key, xi_norms=(xi_norm,),
+                               rhos=tuple(rhos))
+    panels = paper.linear_panels(res, pre, seeds=seeds, episodes=episodes, names=("fig3",))["fig3"]
+  else:
+    res = paper.run_put_option(pre, seeds=seeds, episodes=episodes, key=key,
+                               test_episodes=test_episodes, rhos=tuple(rhos))
+    panels = paper.put_panels(res, pre, seeds=seeds, episodes=episodes,
+                              test_episodes=test_episodes)["fig2"]
+  panels = {f"{env}_{tag}": p for tag, p in panels.items()}
+  outputs.write_figure(out, "train", panels)
+  path = outputs.write_summary(out, load_results(out), header=_header(preset))
+  _log(quiet, f"[drjax] wrote {os.path.join(out, 'train')}/ and {path} "
+              f"({time.perf_counter() - t0:.1f} s)")
+  return panels
