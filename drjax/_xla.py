@@ -1,8 +1,13 @@
-"""Work around XLA's multi-threaded Eigen pool wedging on vmapped scans (see README, "CPU hang").
+"""XLA flags drjax sets before JAX starts (see README, "CPU hang and compile time").
 
-The flag must be in ``XLA_FLAGS`` before JAX initializes its CPU backend. ``configure()`` appends it
-to whatever the user already has, unless they set ``--xla_cpu_multi_thread_eigen`` themselves, and
-does nothing (returning ``False``) once a backend exists, because then it can no longer take effect.
+* ``--xla_cpu_multi_thread_eigen=false``: XLA's multi-threaded Eigen pool wedged (hung forever)
+  on vmapped scans of DR-LSVI-UCB on 2-core machines; single-threaded Eigen runs at the same speed.
+* ``--xla_cpu_use_fusion_emitters=false``: halves the CPU compile time of drjax's training
+  programs (e.g. 27 s -> 13 s for the linear-MDP reproduction) with no measurable run-time cost.
+
+The flags must be in ``XLA_FLAGS`` before JAX initializes its CPU backend. ``configure()`` appends
+each to whatever the user already has, unless they set that option themselves, and does nothing
+(returning ``False``) once a backend exists, because then it can no longer take effect.
 Set ``DRJAX_NO_XLA_FLAG=1`` to opt out.
 """
 
@@ -11,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-FLAG = "--xla_cpu_multi_thread_eigen=false"
+FLAGS = ("--xla_cpu_multi_thread_eigen=false", "--xla_cpu_use_fusion_emitters=false")
 
 
 def _backend_initialized() -> bool:
@@ -23,13 +28,12 @@ def _backend_initialized() -> bool:
 
 
 def configure() -> bool:
-  """Adds the single-threaded-Eigen flag to ``XLA_FLAGS`` if it can still take effect."""
-  if os.environ.get("DRJAX_NO_XLA_FLAG"):
+  """Adds drjax's flags to ``XLA_FLAGS`` if they can still take effect; True if any was added."""
+  if os.environ.get("DRJAX_NO_XLA_FLAG") or _backend_initialized():
     return False
   flags = os.environ.get("XLA_FLAGS", "")
-  if "xla_cpu_multi_thread_eigen" in flags:
+  new = [f for f in FLAGS if f.split("=")[0] not in flags]
+  if not new:
     return False
-  if _backend_initialized():
-    return False
-  os.environ["XLA_FLAGS"] = (flags + " " + FLAG).strip()
+  os.environ["XLA_FLAGS"] = " ".join([flags] + new).strip()
   return True

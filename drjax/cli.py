@@ -3,9 +3,13 @@
 Commands (one ``_cmd_<name>`` function and one ``_add_<name>_parser`` each, so more can be
 added next to them):
 
+* ``reproduce`` -- every experiment of the paper (Section 6, Appendix A) and the AveSubopt figure:
+  results JSON, PNG/PDF figures and ``results.md`` under ``--out``.
+* ``train`` -- one environment, both algorithms, a list of rho values and N seeds.
 * ``plan`` -- exact robust planning (``drjax.planning.robust_dp``) in the simulated linear MDP of
   Appendix A: the optimal robust value at the initial state and the optimal action at every step
   and state.
+* ``bench`` -- the speed benchmarks of ``benchmarks/`` (machine, compile share, scaling).
 
 Bad flags print one line ``drjax <command>: error: <message>`` on stderr and exit with code 2.
 """
@@ -104,7 +108,6 @@ def plan_linear_mdp(*, delta: float, p: float, xi_norm: float, rho: np.ndarray,
   """
   import jax  # pylint: disable=g-import-not-at-top
 
-  jax.config.update("jax_enable_x64", True)
   from drjax import planning  # pylint: disable=g-import-not-at-top
   from drjax.envs import linear_mdp  # pylint: disable=g-import-not-at-top
 
@@ -141,6 +144,9 @@ def _format_plan(out: dict) -> str:
 
 
 def _cmd_plan(parser, args) -> int:
+  import jax  # pylint: disable=g-import-not-at-top
+
+  jax.config.update("jax_enable_x64", True)  # the command computes in float64
   horizon, dim = 3, 4  # the linear MDP of Appendix A
   rho = _plan_rho(parser, args, horizon, dim)
   _finite_in(parser, "--q", args.q, 0.0, 1.0)
@@ -159,6 +165,135 @@ def _cmd_plan(parser, args) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# reproduce / train / bench
+
+FIGURES = ("fig1", "fig3", "fig2", "subopt")
+PRESETS = ("paper", "notebook")
+
+
+def _positive_int(parser, name, value):
+  if value is not None and value < 1:
+    parser.error(f"{name} must be an integer >= 1, got {value}")
+
+
+def _add_run_flags(p, *, seeds_help):
+  p.add_argument("--out", default="results", metavar="DIR",
+                 help="output directory (default: results)")
+  p.add_argument("--seeds", type=int, default=None, metavar="N", help=seeds_help)
+  p.add_argument("--episodes", type=int, default=100, metavar="K",
+                 help="training episodes K in the source domain (default: 100)")
+  p.add_argument("--preset", default="paper", choices=PRESETS,
+                 help="paper: Algorithm 1 and the paper's environment descriptions; notebook: "
+                      "the authors' notebook choices (bonus form, LSVI-UCB clipping, put-option "
+                      "features and initial price, tie-breaking) (default: paper)")
+  p.add_argument("--test-episodes", type=int, default=100, metavar="N",
+                 help="Monte Carlo test episodes per seed and target for the put option "
+                      "(default: 100)")
+  p.add_argument("--seed", type=int, default=0, help="master PRNG seed (default: 0)")
+  p.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def _check_run_flags(parser, args):
+  _positive_int(parser, "--seeds", args.seeds)
+  _positive_int(parser, "--episodes", args.episodes)
+  _positive_int(parser, "--test-episodes", args.test_episodes)
+  from experiments import reproduce as rep  # pylint: disable=g-import-not-at-top
+  try:
+    rep.check_out_dir(args.out)
+  except ValueError as e:
+    parser.error(str(e))
+
+
+def _add_reproduce_parser(sub) -> None:
+  p = sub.add_parser(
+      "reproduce", help="regenerate the paper's experiments (figures, results files)",
+      description=(
+          "Regenerates the experiments of Section 6 and Appendix A. NAMEs: fig1 (simulated "
+          "linear MDP, rho_1,4 = 0.5), fig3 (ablation over rho_1,4 in {0.3, 0.4, 0.5}), fig2 "
+          "(American put option, rho in {0.3, 0.4, 0.5}), subopt (AveSubopt(k) vs k with the "
+          "Theorem 1 bound), or all. Writes DIR/<NAME>/<panel>.json, DIR/<NAME>/<NAME>.png/.pdf "
+          "and DIR/results.md; each figure directory is written to a temporary directory and "
+          "renamed into place."))
+  p.add_argument("names", nargs="*", default=["all"], metavar="NAME",
+                 help="figures to run: fig1 fig3 fig2 subopt, or all (default: all)")
+  _add_run_flags(p, seeds_help="seeds per setting (default: the paper's numbers, 20 for the "
+                               "linear MDP and 10 for the put option)")
+  p.set_defaults(func=_cmd_reproduce, parser=p)
+
+
+def _cmd_reproduce(parser, args) -> int:
+  names = []
+  for n in args.names:
+    if n == "all":
+      names += list(FIGURES)
+    elif n in FIGURES:
+      names.append(n)
+    else:
+      parser.error(f"unknown figure {n!r}; choose from {', '.join(FIGURES)} or all")
+  _check_run_flags(parser, args)
+  from experiments import reproduce as rep  # pylint: disable=g-import-not-at-top
+  rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
+                preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
+                quiet=args.quiet)
+  return 0
+
+
+def _add_train_parser(sub) -> None:
+  p = sub.add_parser(
+      "train", help="train both algorithms on one environment for a list of rho values",
+      description=(
+          "Trains LSVI-UCB and DR-LSVI-UCB (one compiled program for all rho values and seeds) "
+          "on the source domain and evaluates the final policies on the environment's target "
+          "family (linear MDP: exact returns for q in [0, 1]; put option: Monte Carlo returns "
+          "for p_u in [0.15, 0.85]). Writes DIR/train/<env>_<panel>.json, a figure and "
+          "DIR/results.md (replacing an earlier DIR/train)."))
+  p.add_argument("--env", default="linear-mdp", choices=("linear-mdp", "put-option"),
+                 help="environment (default: linear-mdp)")
+  p.add_argument("--rho", type=float, nargs="+", default=[0.5], metavar="RHO",
+                 help="uncertainty levels in [0, 1]: rho_1,4 for the linear MDP, every rho_h,i "
+                      "for the put option (default: 0.5)")
+  p.add_argument("--beta", type=float, default=1.0, help="bonus multiplier beta >= 0 (default 1)")
+  p.add_argument("--lam", type=float, default=0.1, help="ridge lambda > 0 (default 0.1)")
+  p.add_argument("--xi-norm", type=float, default=0.1,
+                 help="||xi||_1 of the linear MDP, in [0, 0.3] with delta = 0.3 (default 0.1)")
+  _add_run_flags(p, seeds_help="seeds (default: 20 for the linear MDP, 10 for the put option)")
+  p.set_defaults(func=_cmd_train, parser=p)
+
+
+def _cmd_train(parser, args) -> int:
+  for r in args.rho:
+    _finite_in(parser, "--rho", r, 0.0, 1.0)
+  if not (math.isfinite(args.beta) and args.beta >= 0):
+    parser.error(f"--beta must be >= 0, got {args.beta!r}")
+  if not (math.isfinite(args.lam) and args.lam > 0):
+    parser.error(f"--lam must be > 0, got {args.lam!r}")
+  _finite_in(parser, "--xi-norm", args.xi_norm, 0.0, 0.3)
+  _check_run_flags(parser, args)
+  from experiments import paper, reproduce as rep  # pylint: disable=g-import-not-at-top
+  seeds = args.seeds or paper.DEFAULT_SEEDS[args.env]
+  rep.train(env=args.env, out=args.out, rhos=args.rho, seeds=seeds, episodes=args.episodes,
+            preset=args.preset, beta=args.beta, lam=args.lam, xi_norm=args.xi_norm,
+            test_episodes=args.test_episodes, seed=args.seed, quiet=args.quiet)
+  return 0
+
+
+def _add_bench_parser(sub) -> None:
+  p = sub.add_parser(
+      "bench", help="run the speed benchmarks",
+      description="Speed benchmarks (see benchmarks/README.md): reproduce-all wall time with "
+                  "its compile share, seed-sweep scaling, exact vs grid alpha maximization.")
+  p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+  p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+  p.set_defaults(func=_cmd_bench, parser=p)
+
+
+def _cmd_bench(parser, args) -> int:
+  from experiments import bench  # pylint: disable=g-import-not-at-top
+  bench.main(quick=args.quick, json_path=args.json)
+  return 0
+
+
+# ---------------------------------------------------------------------------------------------
 # entry point
 
 
@@ -168,7 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "(DR-LSVI-UCB, Liu & Xu, AISTATS 2024).")
   sub = parser.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
   sub.required = True
+  _add_reproduce_parser(sub)
+  _add_train_parser(sub)
   _add_plan_parser(sub)
+  _add_bench_parser(sub)
   return parser
 
 

@@ -36,9 +36,6 @@ drjax._xla.configure()
 import argparse  # noqa: E402
 
 import jax  # noqa: E402
-
-jax.config.update("jax_enable_x64", True)
-
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -314,6 +311,7 @@ def main(argv=None) -> None:
   ap.add_argument("--learning", action="store_true",
                   help="also train DR-LSVI-UCB and report the AveSubopt slope")
   args = ap.parse_args(argv)
+  jax.config.update("jax_enable_x64", True)  # exact planning in float64 (for this process only)
   res = critical_points()
   print(to_markdown(res))
   if args.learning:

@@ -24,15 +24,24 @@ TITLES = {"fig1": "Figure 1: simulated linear MDP (rho_1,4 = 0.5)",
           "subopt": "AveSubopt(k) on the simulated linear MDP"}
 
 
-def crossing(x, a, b):
-  """First x where curve ``a - b`` changes sign (linear interpolation); None if it never does."""
+def crossing(x, a, b, tol=1e-9):
+  """First x where curve ``a - b`` changes sign (linear interpolation).
+
+  Points where the curves coincide (``|a - b| <= tol``) carry no sign; the crossing is between the
+  last point with one sign and the next point with the other. Returns None if the sign never
+  changes (including identical curves).
+  """
   x, diff = np.asarray(x, float), np.asarray(a, float) - np.asarray(b, float)
-  for i in range(len(x) - 1):
-    if diff[i] == 0:
-      return float(x[i])
-    if diff[i] * diff[i + 1] < 0:
-      return float(x[i] + (x[i + 1] - x[i]) * diff[i] / (diff[i] - diff[i + 1]))
-  return float(x[-1]) if diff[-1] == 0 else None
+  last = None
+  for i in range(len(x)):
+    if abs(diff[i]) <= tol:
+      continue
+    if last is not None and diff[last] * diff[i] < 0:
+      if i == last + 1:
+        return float(x[last] + (x[i] - x[last]) * diff[last] / (diff[last] - diff[i]))
+      return float(x[last + 1])  # the curves touch in between
+    last = i
+  return None
 
 
 def area(x, y):

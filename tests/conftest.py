@@ -1,7 +1,11 @@
 import os
 
-# Before JAX initializes: the single-threaded Eigen flag (see drjax/_xla.py) and float64.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+# Before JAX initializes: drjax's XLA flags (single-threaded Eigen, fast compiles; drjax/_xla.py),
+# fixed here so determinism does not depend on the caller's environment; then float64.
+os.environ.pop("DRJAX_NO_XLA_FLAG", None)
+from drjax import _xla  # noqa: E402
+
+_xla.configure()
 
 import jax  # noqa: E402
 

@@ -13,7 +13,7 @@ Delta)``, anchors ``s_i = 80 + i Delta``, ``i = 0..d-1``, plus one payoff coordi
   ``phi . theta`` is only the piecewise-linear interpolation of the payoff between anchors (and 0
   outside ``[80 - Delta, s_d + Delta]``), not the reward itself. These features violate
   Assumption 1: the rows do not sum to one.
-* ``variant="notebook"`` (the authors' notebook, which produced Figure 3): ``Delta = 100 / d``
+* ``variant="notebook"`` (the authors' notebook, which produced Figure 2): ``Delta = 100 / d``
   (5 for d = 20); the hats are carried by the *hold* action, ``phi(s, hold) = [varphi(s), 0]``,
   ``phi(s, exercise) = [0, ..., 0, max(0, 100 - s)]``, ``theta_h = e_{d+1}``: ``phi . theta`` is
   the payoff exactly.
