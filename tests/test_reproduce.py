@@ -1,0 +1,176 @@
+"""`drjax reproduce` / `drjax train` end to end with small settings, results files, bad input."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from drjax import cli
+from experiments import outputs, paper
+
+SMALL = ["--seeds", "2", "--episodes", "4", "--test-episodes", "3", "--quiet"]
+REQUIRED_CONFIG = {"env", "rho", "seeds", "episodes", "preset", "beta", "lambda"}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("res") / "out")
+  assert cli.main(["reproduce", "all", "--out", out] + SMALL) == 0
+  return out
+
+
+def _panels(out, name):
+  d = os.path.join(out, name)
+  return {f[:-5]: json.load(open(os.path.join(d, f))) for f in sorted(os.listdir(d))
+          if f.endswith(".json")}
+
+
+def test_every_figure_has_panels_figures_and_full_config(results):
+  expected = {"fig1": 3, "fig3": 9, "fig2": 3, "subopt": 3}
+  for name, n in expected.items():
+    panels = _panels(results, name)
+    assert len(panels) == n, name
+    for f in (f"{name}.png", f"{name}.pdf"):
+      assert os.path.getsize(os.path.join(results, name, f)) > 1000
+    for tag, p in panels.items():
+      assert {"x", "x_label", "curves", "config"} <= set(p), tag
+      assert {"LSVI-UCB", "DR-LSVI-UCB"} <= set(p["curves"])
+      for c in p["curves"].values():
+        assert len(c["mean"]) == len(c["stderr"]) == len(p["x"])
+        assert np.all(np.isfinite(c["mean"])) and np.all(np.asarray(c["stderr"]) >= 0)
+      assert REQUIRED_CONFIG <= set(p["config"]), tag
+      assert p["config"]["seeds"] == 2 and p["config"]["episodes"] == 4
+      assert p["config"]["preset"] == "paper"
+      if p["config"]["env"] == "linear-mdp":
+        assert "xi_norm" in p["config"]
+  assert not [f for f in os.listdir(results) if f.startswith(".")]  # no temporary leftovers
+
+
+def test_linear_mdp_panels_match_independent_facts(results):
+  for tag, p in _panels(results, "fig3").items():
+    x = np.asarray(p["x"])
+    np.testing.assert_allclose(x, np.linspace(0, 1, 21))
+    xi, rho = p["config"]["xi_norm"], p["config"]["rho"]
+    assert tag == f"xi{xi:g}_rho{rho:g}"
+    # A fixed policy's value is affine in q: the exact reference curves are straight lines.
+    for name in ("robust optimum (exact)", "non-robust optimum (exact)"):
+      y = np.asarray(p["curves"][name]["mean"])
+      np.testing.assert_allclose(np.diff(y, 2), 0.0, atol=1e-5)
+    # Returns lie in [0, H] = [0, 3].
+    for c in p["curves"].values():
+      assert 0.0 <= min(c["mean"]) and max(c["mean"]) <= 3.0
+    # Critical q against the closed form of exact planning, 1 - m - (1-p) m (1-m) / 2 (401-grid).
+    m, pp = 0.3 + xi, 0.001
+    assert abs(p["critical_q"] - (1 - m - (1 - pp) * m * (1 - m) / 2)) <= 1.0 / 400
+    assert p["critical_q_paper_formula"] == pytest.approx((4 - 2 * m * (3 - m)) / (4 - 2 * m))
+  fig1 = _panels(results, "fig1")
+  fig3 = _panels(results, "fig3")
+  assert set(fig1) == {t for t in fig3 if t.endswith("rho0.5")}
+  for tag in fig1:
+    assert fig1[tag]["curves"] == fig3[tag]["curves"]
+
+
+def test_subopt_and_results_table(results):
+  for p in _panels(results, "subopt").values():
+    k = np.asarray(p["x"])
+    np.testing.assert_array_equal(k, np.arange(1, 5))
+    for name in ("DR-LSVI-UCB", "LSVI-UCB"):
+      assert min(p["curves"][name]["mean"]) >= -1e-6  # AveSubopt >= 0 up to rounding
+    bound = np.asarray(p["curves"]["Theorem 1 bound"]["mean"])
+    assert np.all(bound >= np.asarray(p["curves"]["DR-LSVI-UCB"]["mean"]))
+  table = open(os.path.join(results, "results.md")).read()
+  for name in ("fig1", "fig3", "fig2", "subopt"):
+    for tag in _panels(results, name):
+      assert f"| {name} | {tag} |" in table
+  p = _panels(results, "fig2")["rho0.3"]
+  c = p["curves"]
+  cross = outputs.crossing(p["x"], c["DR-LSVI-UCB"]["mean"], c["LSVI-UCB"]["mean"])
+  row = [r for r in table.splitlines() if r.startswith("| fig2 | rho0.3 |")][0]
+  assert (f"| {cross:.3f} |" in row) if cross is not None else ("| none |" in row)
+  assert f"LSVI {outputs.area(p['x'], c['LSVI-UCB']['mean']):.4f}" in row
+
+
+def test_crossing_and_area_by_hand():
+  assert outputs.crossing([0, 1, 2], [0, 1, 2], [1, 1, 1]) == pytest.approx(1.0)
+  assert outputs.crossing([0, 1], [0, 1], [1, 0]) == pytest.approx(0.5)
+  assert outputs.crossing([0, 1, 2], [1, 1, 1], [1, 1, 1]) is None  # identical curves
+  assert outputs.crossing([0, 1, 2], [1, 2, 3], [0, 0, 0]) is None
+  assert outputs.area([0, 1, 3], [1, 1, 2]) == pytest.approx(1 + 3)
+
+
+def test_interrupted_write_leaves_previous_results(tmp_path, monkeypatch):
+  out = str(tmp_path)
+  panels = {"a": {"x": [0, 1], "x_label": "q", "curves": {"LSVI-UCB": {"mean": [1, 2],
+                                                                       "stderr": [0, 0]}}}}
+  outputs.write_figure(out, "figX", panels)
+  before = open(os.path.join(out, "figX", "a.json")).read()
+
+  def boom(*a, **k):
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(outputs, "_plot", boom)
+  changed = {"b": panels["a"]}
+  with pytest.raises(KeyboardInterrupt):
+    outputs.write_figure(out, "figX", changed)
+  assert sorted(os.listdir(os.path.join(out, "figX"))) == ["a.json", "figX.pdf", "figX.png"]
+  assert open(os.path.join(out, "figX", "a.json")).read() == before
+  assert sorted(os.listdir(out)) == ["figX"]  # no temporary directories left
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["reproduce", "fig9"], "unknown figure 'fig9'"),
+    (["reproduce", "fig1", "--seeds", "0"], "--seeds must be an integer >= 1"),
+    (["reproduce", "fig1", "--episodes", "-3"], "--episodes must be an integer >= 1"),
+    (["reproduce", "fig1", "--preset", "colab"], "invalid choice: 'colab'"),
+    (["train", "--rho", "1.5"], "--rho must lie in [0, 1]"),
+    (["train", "--lam", "0"], "--lam must be > 0"),
+])
+def test_bad_flags_exit_2_with_one_line_and_write_nothing(argv, msg, tmp_path, capsys):
+  out = str(tmp_path / "never")
+  with pytest.raises(SystemExit) as e:
+    cli.main(argv + ["--out", out])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and msg in err, err
+  assert not os.path.exists(out)
+
+
+def test_out_that_is_a_file_is_rejected(tmp_path, capsys):
+  f = tmp_path / "file.txt"
+  f.write_text("keep me")
+  with pytest.raises(SystemExit) as e:
+    cli.main(["reproduce", "fig1", "--out", str(f)])
+  assert e.value.code == 2
+  assert "exists and is not a directory" in capsys.readouterr().err
+  assert f.read_text() == "keep me"
+
+
+def test_help_documents_every_flag_and_default(capsys):
+  with pytest.raises(SystemExit):
+    cli.main(["reproduce", "--help"])
+  text = capsys.readouterr().out
+  for flag in ("--out", "--seeds", "--episodes", "--preset", "--quiet", "--test-episodes",
+               "--seed"):
+    assert flag in text
+  assert text.count("default") >= 5
+
+
+def test_train_command_writes_panels(tmp_path):
+  out = str(tmp_path / "t")
+  assert cli.main(["train", "--env", "linear-mdp", "--rho", "0.2", "0.5", "--out", out]
+                  + SMALL) == 0
+  panels = _panels(out, "train")
+  assert set(panels) == {"linear-mdp_xi0.1_rho0.2", "linear-mdp_xi0.1_rho0.5"}
+  assert panels["linear-mdp_xi0.1_rho0.2"]["config"]["rho"] == 0.2
+  assert "| train | linear-mdp_xi0.1_rho0.5 |" in open(os.path.join(out, "results.md")).read()
+
+
+def test_presets_differ_only_where_documented():
+  a, b = paper.PRESETS["paper"], paper.PRESETS["notebook"]
+  same = ("beta", "lam", "episodes", "delta", "p")
+  assert all(getattr(a, f) == getattr(b, f) for f in same)
+  assert (a.beta, a.lam, a.episodes, a.delta, a.p) == (1.0, 0.1, 100, 0.3, 0.001)
+  assert (a.bonus, a.clip, a.put_variant, a.put_fixed_init) == ("paper", "paper", "paper", False)
+  assert (b.bonus, b.clip, b.put_variant, b.put_fixed_init) == (
+      "notebook", "notebook", "notebook", True)
