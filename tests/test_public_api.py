@@ -1,0 +1,56 @@
+"""Import smoke test of the public surface, and the XLA flag set-up."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import drjax
+from drjax import _xla
+
+
+def test_public_names():
+  expected = {"dr_lsvi_ucb", "lsvi_ucb", "make_hparams", "make_train", "sweep", "rho_array",
+              "HParams", "QFunction", "AgentState", "TrainOutput", "robust", "planning",
+              "evaluate", "envs", "LinearMDP", "PutOption", "RandomLinearMDP",
+              "random_linear_drmdp", "Environment", "FiniteEnvironment", "LinearModel"}
+  assert expected <= set(drjax.__all__)
+  for name in drjax.__all__:
+    assert getattr(drjax, name) is not None, name
+  for name in ("alpha_max_exact", "alpha_max_grid", "ridge_factors", "tv_worst_case_value"):
+    assert callable(getattr(drjax.robust, name))
+
+
+def _flags_after_import(xla_flags=None, extra_env=None):
+  env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "DRJAX_NO_XLA_FLAG")}
+  if xla_flags is not None:
+    env["XLA_FLAGS"] = xla_flags
+  env.update(extra_env or {})
+  code = "import drjax, os; print(os.environ.get('XLA_FLAGS', ''))"
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+  assert res.returncode == 0, res.stderr
+  return res.stdout.strip()
+
+
+def test_import_sets_flags_and_keeps_user_choices():
+  assert _flags_after_import() == " ".join(_xla.FLAGS)
+  mine = "--xla_cpu_multi_thread_eigen=true --foo_bar"
+  flags = _flags_after_import(mine)
+  assert flags.startswith(mine) and "xla_cpu_multi_thread_eigen=false" not in flags
+  assert "--xla_cpu_use_fusion_emitters=false" in flags
+  assert _flags_after_import(extra_env={"DRJAX_NO_XLA_FLAG": "1"}) == ""
+
+
+def test_no_flag_once_backend_is_initialized():
+  code = textwrap.dedent("""
+      import os, jax
+      jax.numpy.zeros(1).block_until_ready()
+      import drjax
+      print(repr(os.environ.get('XLA_FLAGS', '')))
+  """)
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+  assert res.returncode == 0, res.stderr
+  assert res.stdout.strip() == "''"
