@@ -118,8 +118,8 @@ def summary_rows(name: str, panels: dict) -> list[str]:
     if name == "subopt":
       s = p.get("slopes", {})
       last = {k: c[k]["mean"][-1] for k in ("DR-LSVI-UCB", "LSVI-UCB")}
-      rows.append(f"| {name} | {tag} | slope DR {s.get('DR-LSVI-UCB', float('nan')):.3f}, "
-                  f"LSVI {s.get('LSVI-UCB', float('nan')):.3f} | AveSubopt(K): DR "
+      rows.append(f"| {name} | {tag} | DR {s.get('DR-LSVI-UCB', float('nan')):.3f}, "
+                  f"LSVI {s.get('LSVI-UCB', float('nan')):.3f} | DR "
                   f"{last['DR-LSVI-UCB']:.4f}, LSVI {last['LSVI-UCB']:.4f} | |")
       continue
     x = p["x"]
@@ -138,7 +138,12 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
            "| figure | panel | DR/LSVI curves cross at | area under curve | exact critical q |",
            "|---|---|---|---|---|"]
   for name, panels in sections.items():
-    lines += summary_rows(name, panels)
+    if name != "subopt":
+      lines += summary_rows(name, panels)
+  if "subopt" in sections:
+    lines += ["", "| figure | panel | fitted slope of log AveSubopt vs log k | AveSubopt(K) | |",
+              "|---|---|---|---|---|"]
+    lines += summary_rows("subopt", sections["subopt"])
   path = os.path.join(out_dir, "results.md")
   fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".md", dir=out_dir)
   with os.fdopen(fd, "w") as f:

@@ -77,7 +77,7 @@ def _linear_program(preset: Preset, episodes: int):
   train_ls = make_train(env, ls, episodes, record_q=True)
   zero_rho = jnp.zeros((H, d))
 
-  def per_instance(params, keys, hp_dr: HParams, hp_ls: HParams, qs):
+  def per_instance(params, keys, hp_dr: HParams, hp_ls: HParams, qs, fine_qs):
     """One source instance (xi_norm): everything for all rho and seeds."""
     model = env.model(params)
     targets = target_params(params, qs)  # [Q]
@@ -111,12 +111,13 @@ def _linear_program(preset: Preset, episodes: int):
     ls_sub = jax.vmap(lambda qfs: subopt(ls, qfs, zero_rho))(out.qf)
     nonrobust_ref = values_in_targets(planning.robust_dp(model, zero_rho).policy)
     # Exact critical q: where the target-optimal first action at x1 switches.
-    first = jax.vmap(lambda m: planning.robust_dp(m, zero_rho).policy[0, 0])(target_models)
+    fine_models = jax.vmap(env.model)(target_params(params, fine_qs))
+    first = jax.vmap(lambda m: planning.robust_dp(m, zero_rho).policy[0, 0])(fine_models)
     return dict(dr=dr_curves, ls=ls_curves, dr_sub=dr_sub, ls_sub=ls_sub, dr_err=dr_err,
                 ls_err=out.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
                 first_action=first)
 
-  return env, jax.jit(jax.vmap(per_instance, in_axes=(0, None, None, None, None)))
+  return env, jax.jit(jax.vmap(per_instance, in_axes=(0, None, None, None, None, None)))
 
 
 def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
@@ -137,17 +138,12 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
                        beta=np.full(len(rhos), preset.beta), lam=np.full(len(rhos), preset.lam))
   hp_ls = make_hparams(H, d, rho=0.0, beta=preset.beta, lam=preset.lam)
   keys = jax.random.split(key, seeds)
-  # A fine q grid for the critical point (appended to the plotted grid, split off afterwards).
-  fine = np.linspace(0.0, 1.0, fine_q)
-  all_q = jnp.asarray(np.concatenate([np.asarray(qs), fine]))
+  fine = np.linspace(0.0, 1.0, fine_q)  # q grid for the exact critical point
   t0 = time.perf_counter()
-  out = jax.device_get(program(params, keys, hp_dr, hp_ls, all_q))
+  out = jax.device_get(program(params, keys, hp_dr, hp_ls, jnp.asarray(qs), jnp.asarray(fine)))
   elapsed = time.perf_counter() - t0
-  nq = len(qs)
   res = {k: np.asarray(v) for k, v in out.items()}
-  for k in ("dr", "ls", "robust_ref", "nonrobust_ref"):
-    res[k] = res[k][..., :nq]
-  first = res.pop("first_action")[:, nq:]  # [X, fine]
+  first = res.pop("first_action")  # [X, fine]
   res["critical_q"] = np.array([_switch_point(fine, f) for f in first])
   res["seconds"] = elapsed
   res.update(xi_norms=np.asarray(xi_norms), rhos=np.asarray(rhos), qs=np.asarray(qs))
