@@ -1,0 +1,57 @@
+"""jax.grad through the TV dual, exact planning and a finished run's estimates vs finite differences."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import drjax
+from drjax import planning
+from drjax.envs.linear_mdp import LinearMDP
+from drjax.envs.random_mdp import random_linear_drmdp
+
+
+def _fd(f, x, eps=1e-6):
+  return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+def test_grad_of_robust_value_wrt_rho_and_dynamics():
+  env, params = random_linear_drmdp(jax.random.PRNGKey(4), 6, 3, 3, 3)
+  model = env.model(params)
+  rho0 = jnp.full((3, 3), 0.23)
+
+  @jax.jit
+  def value(rho_scale, mu_shift):
+    mu = model.mu.at[1, 2].set(model.mu[1, 2] * (1 - mu_shift) + mu_shift * jnp.eye(6)[2])
+    m = model._replace(mu=mu)
+    return planning.initial_value(m, planning.robust_dp(m, rho0 * rho_scale).v)
+
+  g_rho = jax.jit(jax.grad(value, argnums=0))(1.0, 0.1)
+  g_mu = jax.jit(jax.grad(value, argnums=1))(1.0, 0.1)
+  np.testing.assert_allclose(g_rho, _fd(lambda s: value(s, 0.1), 1.0), rtol=1e-5, atol=1e-8)
+  np.testing.assert_allclose(g_mu, _fd(lambda t: value(1.0, t), 0.1), rtol=1e-5, atol=1e-8)
+  assert g_rho < 0  # more uncertainty, lower robust value
+
+
+def test_grad_through_a_finished_runs_plan_wrt_rho_beta_lam():
+  env = LinearMDP()
+  params = env.make_params(delta=0.3, p=0.001, xi_norm=0.2)
+  agent = drjax.dr_lsvi_ucb(3, 4, 16, 30)
+  hp = drjax.make_hparams(3, 4, rho=0.05, beta=0.5, lam=0.2)
+  out = jax.jit(drjax.make_train(env, agent, 30))(jax.random.PRNGKey(2), hp, params)
+  phi_x1 = env.phi_all(env.reset(jax.random.PRNGKey(0), params), params)
+
+  def q_x1(rho, beta, lam):  # optimistic Q at x1, step 1, for action (1,1,1,1)
+    qf = agent.plan(out.state, drjax.HParams(rho=rho, beta=beta, lam=lam))
+    return agent.q_values(qf, 0, phi_x1, False)[15]
+
+  args = (hp.rho, hp.beta, hp.lam)
+  assert 0.0 < q_x1(*args) < 3.0  # not truncated: the gradients are not trivially zero
+  g = jax.jit(jax.grad(q_x1, argnums=(0, 1, 2)))(*args)
+  q_x1 = jax.jit(q_x1)
+  assert g[1] > 0 and g[0][0, 3] < 0
+  d_rho = jnp.zeros((3, 4)).at[0, 3].set(1.0)
+  np.testing.assert_allclose(jnp.sum(g[0] * d_rho),
+                             _fd(lambda e: q_x1(hp.rho + e * d_rho, hp.beta, hp.lam), 0.0),
+                             rtol=1e-4, atol=1e-7)
+  np.testing.assert_allclose(g[1], _fd(lambda b: q_x1(hp.rho, b, hp.lam), hp.beta), rtol=1e-5)
+  np.testing.assert_allclose(g[2], _fd(lambda l: q_x1(hp.rho, hp.beta, l), hp.lam), rtol=1e-4)
