@@ -58,33 +58,34 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False):
     theta = env.theta(env_params)
     state0 = agent.init(theta)
 
-    def episode(agent_state, key):
+    def episode(agent_state, xs):
+      k, key = xs
       qf = agent.plan(agent_state, hparams)
       k_reset, k_steps = jax.random.split(key)
       s0 = env.reset(k_reset, env_params)
 
-      def step(carry, xs):
-        s, ast = carry
-        h, k = xs
+      def step(s, xs):
+        h, key_h = xs
         phi_all = env.phi_all(s, env_params)
         fail = env.is_fail(s, env_params)
         a = agent.act(qf, h, phi_all, fail)
-        s2, r, _ = env.step(k, s, a, env_params)
+        s2, r, _ = env.step(key_h, s, a, env_params)
         phi = phi_all[a]
-        ast = agent.observe(ast, h, phi, r, env.phi_all(s2, env_params),
-                            env.is_fail(s2, env_params))
-        err = _diag_err(qf, h, phi)
         sidx = getattr(s, "s", jnp.asarray(-1))
-        return (s2, ast), (r, a, jnp.asarray(sidx, jnp.int32), err)
+        ys = (phi, r, env.phi_all(s2, env_params), env.is_fail(s2, env_params), a,
+              jnp.asarray(sidx, jnp.int32), _diag_err(qf, h, phi))
+        return s2, ys
 
-      (_, agent_state), (r, a, sidx, err) = jax.lax.scan(
-          step, (s0, agent_state), (jnp.arange(H), jax.random.split(k_steps, H)))
-      agent_state = agent.end_episode(agent_state)
+      _, (phi, r, next_phi, next_fail, a, sidx, err) = jax.lax.scan(
+          step, s0, (jnp.arange(H), jax.random.split(k_steps, H)))
+      # The episode index k is not batched under vmap over seeds: one in-place slice update.
+      agent_state = agent.store_episode(agent_state, k, phi, r, next_phi, next_fail)
       out = (jnp.sum(r), a, sidx, jnp.sum(err))
       return agent_state, (out, qf if record_q else None)
 
     keys = jax.random.split(key, num_episodes)
-    final, ((ret, acts, sidx, err), qfs) = jax.lax.scan(episode, state0, keys)
+    final, ((ret, acts, sidx, err), qfs) = jax.lax.scan(
+        episode, state0, (jnp.arange(num_episodes, dtype=jnp.int32), keys))
     final_qf = agent.plan(final, hparams)
     return TrainOutput(state=final, returns=ret, actions=acts, states=sidx,
                        estimation_error=err, qf=qfs, final_qf=final_qf)

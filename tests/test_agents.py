@@ -278,3 +278,21 @@ def test_large_seed_batch_does_not_hang():
   """, timeout=240)
   assert res.returncode == 0, res.stderr
   assert 0.0 < float(res.stdout.strip()) <= 3.0
+
+
+def test_store_episode_equals_observe_per_step():
+  H, d, A, K = 3, 4, 5, 6
+  agent = dr_lsvi_ucb(H, d, A, K)
+  rng = np.random.default_rng(0)
+  st = agent.init(jnp.zeros((H, d)))
+  st = st._replace(count=jnp.int32(2))
+  phi, r = rng.uniform(size=(H, d)), rng.uniform(size=H)
+  nphi, nfail = rng.uniform(size=(H, A, d)), rng.uniform(size=H) < 0.5
+  a = st
+  for h in range(H):
+    a = agent.observe(a, h, jnp.asarray(phi[h]), r[h], jnp.asarray(nphi[h]), nfail[h])
+  a = agent.end_episode(a)
+  b = jax.jit(agent.store_episode)(st, 2, phi, r, nphi, nfail)
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  assert int(b.count) == 3 and np.asarray(b.phi)[:, 2].tolist() == phi.tolist()

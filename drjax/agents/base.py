@@ -8,7 +8,8 @@ An agent is a ``NamedTuple`` of pure functions over an explicit state (optax's
   (Algorithm 1, lines 3-13);
 * ``q_values(qf, h, phi_all, fail) -> [A]`` and ``act(qf, h, phi_all, fail) -> int``;
 * ``observe(state, h, phi, reward, next_phi_all, next_fail) -> AgentState`` stores one transition of
-  the current episode; ``end_episode(state)`` advances the episode counter.
+  the current episode; ``end_episode(state)`` advances the episode counter;
+  ``store_episode(state, k, phi, reward, next_phi, next_fail)`` does both for a whole episode.
 
 Hyperparameters users sweep (rho, beta, lambda) are a traced pytree (``HParams``); structure
 (H, d, A, capacity, variants) is static, so one compilation serves a whole grid.
@@ -116,6 +117,7 @@ class Agent(NamedTuple):
   act: Callable
   observe: Callable
   end_episode: Callable
+  store_episode: Callable
   bonus: Callable
 
 
@@ -232,6 +234,31 @@ def observe(state: AgentState, h, phi, reward, next_phi_all, next_fail) -> Agent
 
 def end_episode(state: AgentState) -> AgentState:
   return state._replace(count=state.count + 1)
+
+
+def store_episode(state: AgentState, k, phi, reward, next_phi, next_fail) -> AgentState:
+  """Stores a whole episode in slot ``k`` (normally ``state.count``) and advances the counter.
+
+  Equivalent to ``observe`` for h = 1..H then ``end_episode``, but one slice update per buffer.
+  When ``k`` is not batched (e.g. the episode index of a ``lax.scan``) the update stays an
+  in-place ``dynamic_update_slice`` under ``vmap`` over seeds; a batched slot index would turn it
+  into a scatter that copies every seed's buffers at every step.
+
+  Args:
+    state: agent state.
+    k: ``[]`` int slot.
+    phi: ``[H, d]``; reward: ``[H]``; next_phi: ``[H, A, d]``; next_fail: ``[H]``.
+  """
+  k = jnp.asarray(k, jnp.int32)
+  zero = jnp.zeros((), jnp.int32)
+
+  def put(buf, x):
+    x = jnp.expand_dims(jnp.asarray(x).astype(buf.dtype), 1)
+    return jax.lax.dynamic_update_slice(buf, x, (zero, k) + (zero,) * (buf.ndim - 2))
+
+  return state._replace(phi=put(state.phi, phi), reward=put(state.reward, reward),
+                        next_phi=put(state.next_phi, next_phi),
+                        next_fail=put(state.next_fail, next_fail), count=state.count + 1)
 
 
 def valid_mask(state: AgentState) -> Array:

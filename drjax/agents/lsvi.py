@@ -115,7 +115,8 @@ def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actio
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break)
   return Agent(name=name, config=config, init=init, plan=plan, q_values=q_values, act=act,
-               observe=base.observe, end_episode=base.end_episode, bonus=bonus_fn)
+               observe=base.observe, end_episode=base.end_episode,
+               store_episode=base.store_episode, bonus=bonus_fn)
 
 
 def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
