@@ -154,7 +154,7 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
     raise ValueError(f"num_seeds must be an integer >= 1, got {num_seeds!r}")
   if not isinstance(num_episodes, int) or num_episodes < 1:
     raise ValueError(f"num_episodes (K) must be an integer >= 1, got {num_episodes!r}")
-  capacity = agent_capacity(agent)
+  capacity = agent.config.capacity
   if capacity < num_episodes:
     raise ValueError(f"agent capacity {capacity} must be >= num_episodes {num_episodes}")
   H, d = env.horizon, env.feature_dim
@@ -177,11 +177,6 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed)
   out = fn(jax.random.split(key, num_seeds), flat, env_params)
   return jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), out)
-
-
-def agent_capacity(agent: Agent):
-  """The buffer capacity of an agent."""
-  return agent.config.capacity
 
 
 def check_env_features(env, params, key) -> None:

@@ -23,6 +23,7 @@ from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption, fixed_initial_price
 from drjax.train import make_train
+from experiments.critical_point import paper_q_star as paper_critical_q  # eq. (critical point)
 
 FIGURES = ("fig1", "fig3", "fig2", "subopt")
 
@@ -157,12 +158,6 @@ def _switch_point(x, labels):
     return float("nan")
   i = change[0]
   return float(0.5 * (x[i] + x[i + 1]))
-
-
-def paper_critical_q(delta, xi_norm):
-  """Appendix A, eq. (critical point), as printed."""
-  m = delta + xi_norm
-  return (4 - 2 * m * (3 - m)) / (4 - 2 * m)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import sys
 import time
 
 import jax
-import numpy as np
 
 from experiments import outputs, paper
 

@@ -6,7 +6,6 @@ import sys
 import textwrap
 import warnings
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np

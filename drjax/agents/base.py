@@ -17,7 +17,6 @@ Hyperparameters users sweep (rho, beta, lambda) are a traced pytree (``HParams``
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Callable, NamedTuple
 
@@ -294,12 +293,3 @@ def clip_tops(horizon: int, form: str, robust: bool, dtype) -> Array:
   if form == "notebook" and not robust:
     return jnp.full((horizon,), float(horizon), dtype)
   return (horizon - h).astype(dtype)
-
-
-def default_capacity(num_episodes: int) -> int:
-  return int(num_episodes)
-
-
-def iota(feature_dim, num_episodes, horizon, p):
-  """The log term ``log(3 d K H / p)`` of Theorem 1."""
-  return math.log(3 * feature_dim * num_episodes * horizon / p)
