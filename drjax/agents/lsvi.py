@@ -21,11 +21,15 @@ def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail
   """
   w = qf.w[h]
   linv = qf.linv[h]
-  if robust_bonus is None:
-    bonus = base.ellipsoid_bonus(linv, phi_all, qf.beta)
+  if robust_bonus == "paper":
+    # The paper's bonus is linear in phi: one contraction with w + beta sqrt(diag Lambda^-1).
+    q = phi_all @ (w + qf.beta * jnp.sqrt(jnp.sum(linv * linv, axis=-2)))
   else:
-    bonus = base.diag_bonus(linv, phi_all, qf.beta, robust_bonus)
-  q = phi_all @ w + bonus
+    if robust_bonus is None:
+      bonus = base.ellipsoid_bonus(linv, phi_all, qf.beta)
+    else:
+      bonus = base.diag_bonus(linv, phi_all, qf.beta, robust_bonus)
+    q = phi_all @ w + bonus
   if clip:
     q = jnp.clip(q, 0.0, qf.top[h])
   if fail_zero:
