@@ -167,8 +167,7 @@ def _cmd_plan(parser, args) -> int:
 # ---------------------------------------------------------------------------------------------
 # reproduce / train / bench
 
-FIGURES = ("fig1", "fig3", "fig2", "subopt")
-PRESETS = ("paper", "notebook")
+from experiments import FIGURES, PRESET_NAMES as PRESETS  # noqa: E402  (no JAX import)
 
 
 def _positive_int(parser, name, value):

@@ -13,7 +13,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from drjax.agents.base import Agent, AgentState, HParams, QFunction
+from drjax.agents import base
+from drjax.agents.base import (Agent, AgentState, HParams, QFunction, check_features,
+                               validate_hparams)
 
 
 class TrainOutput(NamedTuple):
@@ -64,20 +66,22 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False):
       k_reset, k_steps = jax.random.split(key)
       s0 = env.reset(k_reset, env_params)
 
-      def step(s, xs):
+      def step(carry, xs):
+        s, phi_all, fail = carry  # features and fail flag of s, computed once per state
         h, key_h = xs
-        phi_all = env.phi_all(s, env_params)
-        fail = env.is_fail(s, env_params)
         a = agent.act(qf, h, phi_all, fail)
         s2, r, _ = env.step(key_h, s, a, env_params)
         phi = phi_all[a]
+        phi2, fail2 = env.phi_all(s2, env_params), env.is_fail(s2, env_params)
         sidx = getattr(s, "s", jnp.asarray(-1))
-        ys = (phi, r, env.phi_all(s2, env_params), env.is_fail(s2, env_params), a,
-              jnp.asarray(sidx, jnp.int32), _diag_err(qf, h, phi))
-        return s2, ys
+        # Theorem 1's d-rectangular estimation error: the paper's bonus with beta = 1.
+        err = base.diag_bonus(qf.linv[h], phi, 1.0, "paper")
+        ys = (phi, r, phi2, fail2, a, jnp.asarray(sidx, jnp.int32), err)
+        return (s2, phi2, fail2), ys
 
+      carry0 = (s0, env.phi_all(s0, env_params), env.is_fail(s0, env_params))
       _, (phi, r, next_phi, next_fail, a, sidx, err) = jax.lax.scan(
-          step, s0, (jnp.arange(H), jax.random.split(k_steps, H)))
+          step, carry0, (jnp.arange(H), jax.random.split(k_steps, H)))
       # The episode index k is not batched under vmap over seeds: one in-place slice update.
       agent_state = agent.store_episode(agent_state, k, phi, r, next_phi, next_fail)
       out = (jnp.sum(r), a, sidx, jnp.sum(err))
@@ -91,12 +95,6 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False):
                        estimation_error=err, qf=qfs, final_qf=final_qf)
 
   return train
-
-
-def _diag_err(qf: QFunction, h, phi):
-  """``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` (the summand of Theorem 1's estimation error)."""
-  linv = qf.linv[h]
-  return phi @ jnp.sqrt(jnp.sum(linv * linv, axis=-2))
 
 
 def broadcast_hparams(hparams: HParams, horizon: int, feature_dim: int) -> tuple[HParams, tuple]:
@@ -148,8 +146,6 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   Returns:
     ``TrainOutput`` whose arrays have leading axes ``batch_shape + (num_seeds,)``.
   """
-  from drjax.agents.base import validate_hparams  # pylint: disable=g-import-not-at-top
-
   if not isinstance(num_seeds, int) or num_seeds < 1:
     raise ValueError(f"num_seeds must be an integer >= 1, got {num_seeds!r}")
   if not isinstance(num_episodes, int) or num_episodes < 1:
@@ -182,8 +178,6 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
 def check_env_features(env, params, key) -> None:
   """Checks the features an environment produces (negative: ValueError; rows not summing to 1:
   warning). Uses the exact model when there is one, else the initial state and one random step."""
-  from drjax.agents.base import check_features  # pylint: disable=g-import-not-at-top
-
   try:
     if not hasattr(env, "model"):
       raise NotImplementedError

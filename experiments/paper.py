@@ -23,9 +23,9 @@ from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption, fixed_initial_price
 from drjax.train import make_train
+from experiments import FIGURES, PRESET_NAMES  # noqa: F401  (FIGURES re-exported)
 from experiments.critical_point import paper_q_star as paper_critical_q  # eq. (critical point)
 
-FIGURES = ("fig1", "fig3", "fig2", "subopt")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +50,7 @@ PRESETS = {
     "notebook": Preset("notebook", bonus="notebook", clip="notebook", put_variant="notebook",
                        put_fixed_init=True, tie_break="first"),
 }
+assert tuple(PRESETS) == PRESET_NAMES
 
 LINEAR_XI = (0.1, 0.2, 0.3)
 LINEAR_RHO = (0.3, 0.4, 0.5)

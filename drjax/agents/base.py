@@ -265,15 +265,20 @@ def valid_mask(state: AgentState) -> Array:
   return jnp.arange(state.phi.shape[1]) < state.count
 
 
+def sqrt_diag_inverse(linv):
+  """``[d]`` ``sqrt([Lambda^-1]_ii)`` from ``linv = L^-1`` (``Lambda^-1 = linv^T linv``)."""
+  return jnp.sqrt(jnp.sum(linv * linv, axis=-2))
+
+
 def diag_bonus(linv, phi, beta, form: str):
   """DR-LSVI-UCB's robust bonus (Algorithm 1, line 12) on ``phi [..., d]``.
 
   ``paper``: ``beta * sum_i phi_i sqrt([Lambda^-1]_ii)``; ``notebook``:
   ``beta * sqrt(sum_i phi_i^2 [Lambda^-1]_ii)`` (the authors' code; never larger).
   """
-  diag = jnp.sum(linv * linv, axis=-2)  # [d] diag of Lambda^-1 = linv^T linv
   if form == "paper":
-    return beta * (phi @ jnp.sqrt(diag))
+    return beta * (phi @ sqrt_diag_inverse(linv))
+  diag = jnp.sum(linv * linv, axis=-2)
   return beta * jnp.sqrt((phi * phi) @ diag)
 
 

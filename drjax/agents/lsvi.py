@@ -23,7 +23,7 @@ def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail
   linv = qf.linv[h]
   if robust_bonus == "paper":
     # The paper's bonus is linear in phi: one contraction with w + beta sqrt(diag Lambda^-1).
-    q = phi_all @ (w + qf.beta * jnp.sqrt(jnp.sum(linv * linv, axis=-2)))
+    q = phi_all @ (w + qf.beta * base.sqrt_diag_inverse(linv))
   else:
     if robust_bonus is None:
       bonus = base.ellipsoid_bonus(linv, phi_all, qf.beta)
