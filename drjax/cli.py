@@ -167,7 +167,7 @@ def _cmd_plan(parser, args) -> int:
 # ---------------------------------------------------------------------------------------------
 # reproduce / train / bench
 
-from experiments import FIGURES, PRESET_NAMES as PRESETS  # noqa: E402  (no JAX import)
+from drjax.paper import FIGURES, PRESET_NAMES as PRESETS  # noqa: E402  (no JAX import)
 
 
 def _positive_int(parser, name, value):
@@ -196,7 +196,7 @@ def _check_run_flags(parser, args):
   _positive_int(parser, "--seeds", args.seeds)
   _positive_int(parser, "--episodes", args.episodes)
   _positive_int(parser, "--test-episodes", args.test_episodes)
-  from experiments import reproduce as rep  # pylint: disable=g-import-not-at-top
+  from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
   try:
     rep.check_out_dir(args.out)
   except ValueError as e:
@@ -230,7 +230,7 @@ def _cmd_reproduce(parser, args) -> int:
     else:
       parser.error(f"unknown figure {n!r}; choose from {', '.join(FIGURES)} or all")
   _check_run_flags(parser, args)
-  from experiments import reproduce as rep  # pylint: disable=g-import-not-at-top
+  from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
   rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
                 preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
                 quiet=args.quiet)
@@ -268,7 +268,7 @@ def _cmd_train(parser, args) -> int:
     parser.error(f"--lam must be > 0, got {args.lam!r}")
   _finite_in(parser, "--xi-norm", args.xi_norm, 0.0, 0.3)
   _check_run_flags(parser, args)
-  from experiments import paper, reproduce as rep  # pylint: disable=g-import-not-at-top
+  from drjax.paper import programs as paper, reproduce as rep  # pylint: disable=g-import-not-at-top
   seeds = args.seeds or paper.DEFAULT_SEEDS[args.env]
   rep.train(env=args.env, out=args.out, rhos=args.rho, seeds=seeds, episodes=args.episodes,
             preset=args.preset, beta=args.beta, lam=args.lam, xi_norm=args.xi_norm,
@@ -287,7 +287,14 @@ def _add_bench_parser(sub) -> None:
 
 
 def _cmd_bench(parser, args) -> int:
-  from experiments import bench  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+
+  here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+  if not os.path.isfile(os.path.join(here, "bench.py")):
+    parser.error("bench needs a source checkout: benchmarks/bench.py was not found next to the "
+                 "drjax package (install with `pip install -e .` from a clone)")
+  sys.path.insert(0, here)
+  import bench  # pylint: disable=g-import-not-at-top
   bench.main(quick=args.quick, json_path=args.json)
   return 0
 

@@ -1,4 +1,4 @@
-"""The benchmark harness (experiments/bench.py) on tiny sizes: structure and consistency only.
+"""The benchmark harness (benchmarks/bench.py) on tiny sizes: structure and consistency only.
 
 No timing assertions: the machine is shared and timings are not reproducible. The cold
 ``drjax reproduce all`` subprocess is not spawned, and the two paper programs are replaced by a
@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import sys
 import time
 
 import jax
@@ -18,7 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments import bench, paper
+from drjax.paper import programs as paper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+import bench  # noqa: E402
 
 TINY = {
     "reproduce_all": dict(seeds=2, episodes=3, test_episodes=2, subprocess_run=False),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from drjax import cli
-from experiments import outputs, paper
+from drjax.paper import outputs, programs as paper
 
 SMALL = ["--seeds", "2", "--episodes", "4", "--test-episodes", "3", "--quiet"]
 REQUIRED_CONFIG = {"env", "rho", "seeds", "episodes", "preset", "beta", "lambda"}

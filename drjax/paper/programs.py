@@ -3,7 +3,7 @@
 Each experiment family is ONE jitted program: training of both algorithms for every seed,
 uncertainty level and source instance (``vmap``), then the evaluation on the whole grid of target
 domains (``vmap``), and, for the linear MDP, the exact AveSubopt curves. The functions here return
-plain dicts of NumPy arrays ("panels"); ``experiments.outputs`` writes them.
+plain dicts of NumPy arrays ("panels"); ``drjax.paper.outputs`` writes them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption, fixed_initial_price
 from drjax.train import make_train
-from experiments import FIGURES, PRESET_NAMES  # noqa: F401  (FIGURES re-exported)
-from experiments.critical_point import paper_q_star as paper_critical_q  # eq. (critical point)
+from drjax.paper import FIGURES, PRESET_NAMES  # noqa: F401  (FIGURES re-exported)
+from drjax.paper.critical_point import paper_q_star as paper_critical_q  # eq. (critical point)
 
 
 

@@ -358,7 +358,7 @@ def reproduce_all(quick: bool = False, *, seeds: int | None = None, episodes: in
     preset: ``paper`` or ``notebook``.
     timeout_s: subprocess timeout.
   """
-  from experiments import paper  # pylint: disable=g-import-not-at-top
+  from drjax.paper import programs as paper  # pylint: disable=g-import-not-at-top
 
   if quick:
     seeds, episodes, test_episodes = seeds or 2, episodes or 10, test_episodes or 10

@@ -1,7 +1,7 @@
-"""drjax's experiments: the paper's figures, results files, benchmarks (see README).
+"""drjax's paper programs: the figures, presets and results files of `drjax reproduce`.
 
 The names below are importable without JAX, so the command line can validate flags cheaply.
 """
 
 FIGURES = ("fig1", "fig3", "fig2", "subopt")  # the NAMEs of `drjax reproduce`
-PRESET_NAMES = ("paper", "notebook")  # keys of experiments.paper.PRESETS
+PRESET_NAMES = ("paper", "notebook")  # keys of drjax.paper.programs.PRESETS

@@ -10,7 +10,7 @@ import time
 
 import jax
 
-from experiments import outputs, paper
+from drjax.paper import outputs, programs as paper
 
 
 def _log(quiet, msg):
