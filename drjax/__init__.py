@@ -17,6 +17,7 @@ from drjax.agents.base import (
     Agent,
     AgentConfig,
     AgentState,
+    StatsState,
     HParams,
     QFunction,
     check_features,
@@ -34,7 +35,7 @@ from drjax.envs import (
     RandomLinearMDP,
     random_linear_drmdp,
 )
-from drjax.train import TrainOutput, make_train, sweep
+from drjax.train import TrainOutput, make_train, replan, sweep
 
 __version__ = "0.1.0"
 
@@ -42,6 +43,8 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "AgentState",
+    "StatsState",
+    "replan",
     "Environment",
     "FiniteEnvironment",
     "HParams",

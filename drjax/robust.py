@@ -97,6 +97,65 @@ def triangular_inverse(low: Array) -> Array:
   return jax.lax.fori_loop(0, d, row, jnp.zeros_like(low))
 
 
+UNROLL_MAX_D = 8  # d up to this: Cholesky and its inverse unrolled into one fused elementwise program
+
+
+def _use_lapack() -> bool:
+  """On GPU, the vendor Cholesky / triangular solves; on CPU the plain-jnp versions (see below)."""
+  return jax.default_backend() == "gpu"
+
+
+def _unrolled_inverse(a: Array) -> Array:
+  """``a^-1`` of a tiny SPD ``a [d, d]`` through its Cholesky factor, unrolled over entries.
+
+  For ``d <= UNROLL_MAX_D`` every entry is a scalar expression, so under ``vmap`` the whole
+  factorization is a handful of elementwise ops over the batch (no loops, no custom calls).
+  """
+  d = a.shape[-1]
+  low = [[None] * d for _ in range(d)]
+  for j in range(d):
+    s = a[j, j]
+    for k in range(j):
+      s = s - low[j][k] * low[j][k]
+    low[j][j] = jnp.sqrt(s)
+    for i in range(j + 1, d):
+      s = a[i, j]
+      for k in range(j):
+        s = s - low[i][k] * low[j][k]
+      low[i][j] = s / low[j][j]
+  # Forward substitution for X = L^-1 (lower triangular).
+  inv = [[None] * d for _ in range(d)]
+  for i in range(d):
+    inv[i][i] = 1.0 / low[i][i]
+    for j in range(i):
+      s = 0.0
+      for k in range(j, i):
+        s = s + low[i][k] * inv[k][j]
+      inv[i][j] = -s / low[i][i]
+  zero = jnp.zeros_like(a[0, 0])
+  linv = jnp.stack([jnp.stack([inv[i][j] if j <= i else zero for j in range(d)])
+                    for i in range(d)])
+  return linv.T @ linv
+
+
+def spd_inverse(a: Array) -> Array:
+  """``a^-1`` of a small symmetric positive definite ``a [d, d]`` via its Cholesky factor.
+
+  Unrolled for ``d <= UNROLL_MAX_D``; otherwise ``cholesky`` + ``triangular_inverse`` (plain-jnp
+  loops) on CPU and the vendor Cholesky + triangular solve on GPU. Differentiable.
+  """
+  chex.assert_rank(a, 2)
+  d = a.shape[-1]
+  if d <= UNROLL_MAX_D:
+    return _unrolled_inverse(a)
+  if _use_lapack():
+    low = jnp.linalg.cholesky(a)
+    linv = jax.scipy.linalg.solve_triangular(low, jnp.eye(d, dtype=a.dtype), lower=True)
+  else:
+    linv = triangular_inverse(cholesky(a))
+  return linv.T @ linv
+
+
 def ridge_factors(phi: Array, mask: Array, lam) -> tuple[Array, Array, Array]:
   """``(chol, linv, M)``: the Cholesky factor ``L`` of ``Lambda``, ``L^{-1}`` and ``M``.
 
@@ -420,3 +479,99 @@ def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:
   removed = jnp.clip(rho - before, 0, ms)
   nu = mu.at[order].add(-removed)
   return nu.at[target].add(jnp.sum(removed))
+
+
+# --------------------------------------------------------------------------------------------
+# Regression atoms: the engine's kernel (buffer and sufficient-statistics forms alike).
+# --------------------------------------------------------------------------------------------
+
+SORT_FREE_MAX_ATOMS = 48  # exact alpha-max without a sort up to this many atoms (benchmarks/)
+
+
+def atom_targets(g: Array, v: Array, c: Array) -> Array:
+  """``Y[:, j] = sum_n g_n min(v_n, c_j)``: the ridge right-hand side at truncation levels ``c``.
+
+  Sort-free: one ``[d, n] x [n, m]`` product. Cost ``O(n m d)``.
+
+  Args:
+    g: ``[n, d]`` atom weights (features of stored transitions, or per-state feature sums).
+    v: ``[n]`` atom values ``V_{h+1}(x_n)``.
+    c: ``[m]`` truncation levels.
+
+  Returns:
+    ``[d, m]``.
+  """
+  chex.assert_rank(g, 2)
+  chex.assert_shape(v, (g.shape[0],))
+  chex.assert_rank(c, 1)
+  return g.T @ jnp.minimum(v[:, None], c[None, :])
+
+
+def _sorted_atom_targets(g: Array, v: Array, horizon: Array) -> tuple[Array, Array]:
+  """Candidates ``[0, clip(v_(1..n), 0, H), H]`` and ``Y`` there, by one sort + prefix sums.
+
+  The prefix formula of ``_exact_candidates`` applied to the atom weights ``g`` (``O(n log n +
+  n d)``) instead of the ridge operator.
+  """
+  c, y = _exact_candidates(g.T, v, horizon)
+  return c, y
+
+
+def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: str = "exact",
+                    grid: Array | None = None, sort: bool | None = None) -> tuple[Array, Array]:
+  """Exact ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i alpha`` over regression atoms.
+
+  ``z(alpha) = Lambda^-1 sum_n g_n min(v_n, alpha)`` (Section 4.1, eq. closed form, with the
+  stored transitions or the per-state sufficient statistics as atoms). ``z`` is piecewise linear
+  with kinks at the ``v_n``, so the maximum over ``[0, H]`` is attained on ``{0, H} U
+  {clip(v_n, 0, H)}``: every candidate is evaluated for all ``d`` coordinates at once, as
+  ``Z = Lambda^-1 Y`` with ``Y`` from ``atom_targets`` (sort-free, ``O(n^2 d)``, the faster choice
+  for few atoms) or from one sort and prefix sums (``O(n log n + n d)``). Either way
+  ``O(d^2 n)`` for ``Lambda^-1 Y``. Ties go to the smallest maximizing alpha.
+
+  Args:
+    pinv: ``[d, d]`` ``Lambda^-1``.
+    g: ``[n, d]`` atom weights.
+    v: ``[n]`` atom values.
+    rho: ``[d]`` or ``[]`` uncertainty levels.
+    horizon: ``[]`` ``H``.
+    method: ``"exact"``, ``"grid"`` or ``"exact+grid"`` (static).
+    grid: ``[G]`` grid for the grid methods.
+    sort: static; ``None`` picks the sort-free evaluation for ``n <= SORT_FREE_MAX_ATOMS``.
+
+  Returns:
+    ``(nu, alpha_star)``, both ``[d]``.
+  """
+  chex.assert_rank(pinv, 2)
+  chex.assert_rank(g, 2)
+  chex.assert_shape(v, (g.shape[0],))
+  if method not in _METHODS:
+    raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+  dtype = _float_dtype(g, v)
+  n, d = g.shape
+  rho = _rho_vector(rho, d, dtype)
+  horizon = jnp.asarray(horizon, dtype)
+  v = jnp.asarray(v, dtype)
+  parts_c, parts_y = [], []
+  if method != "grid":
+    if sort is None:
+      sort = n > SORT_FREE_MAX_ATOMS
+    if sort:
+      c, y = _sorted_atom_targets(g, v, horizon)
+    else:
+      c = jnp.concatenate([jnp.zeros((1,), dtype), jnp.clip(v, 0, horizon), horizon[None]])
+      y = atom_targets(g, v, c)
+    parts_c.append(c)
+    parts_y.append(y)
+  if method != "exact":
+    if grid is None:
+      raise ValueError(f"method={method!r} needs a grid (see make_grid)")
+    c = jnp.clip(jnp.asarray(grid, dtype), 0, horizon)
+    parts_c.append(c)
+    parts_y.append(atom_targets(g, v, c))
+  c = jnp.concatenate(parts_c) if len(parts_c) > 1 else parts_c[0]
+  y = jnp.concatenate(parts_y, axis=1) if len(parts_y) > 1 else parts_y[0]
+  vals = pinv.astype(dtype) @ y - rho[:, None] * c[None, :]
+  nu = jnp.max(vals, axis=1)
+  alpha = jnp.min(jnp.where(vals >= nu[:, None], c[None, :], jnp.inf), axis=1)
+  return nu, alpha

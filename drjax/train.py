@@ -8,42 +8,82 @@ params with ``jax.vmap`` (``sweep`` does it for the common grid) — one compila
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from drjax.agents import base
-from drjax.agents.base import (Agent, AgentState, HParams, QFunction, check_features,
-                               validate_hparams)
+from drjax.agents.base import Agent, HParams, QFunction, check_features, validate_hparams
+from drjax.envs.base import FiniteEnvironment
 
 
 class TrainOutput(NamedTuple):
   """Everything a training run returns (leading axes added by ``vmap``).
 
+  Fields not requested with ``make_train(..., outputs=...)`` are ``None``.
+
   Attributes:
-    state: final ``AgentState`` (the buffers: the trajectories the agent saw).
+    state: final agent state: ``AgentState`` (buffer form: the trajectories the agent saw) or
+      ``StatsState`` (sufficient statistics).
     returns: ``[K]`` undiscounted return of each training episode in the source domain.
     actions: ``[K, H]`` actions taken.
     states: ``[K, H]`` integer state index visited at each step (``-1`` for environments whose
       state has no ``s`` field).
     estimation_error: ``[K]`` the d-rectangular estimation error of each episode,
       ``sum_h sum_i phi_{h,i}^k sqrt([Lambda_h^k]^-1_ii)`` (Theorem 1).
-    qf: the per-episode ``QFunction`` (leading axis K) when ``record_q=True``, else ``None``; the
-      last entry is the Q-function after training is ``final_qf``.
+    qf: the per-episode ``QFunction`` (leading axis K) when ``record_q=True``, else ``None``.
     final_qf: the ``QFunction`` planned on all K episodes (the learned policy).
   """
 
-  state: AgentState
-  returns: jax.Array
-  actions: jax.Array
-  states: jax.Array
-  estimation_error: jax.Array
+  state: Any
+  returns: jax.Array | None
+  actions: jax.Array | None
+  states: jax.Array | None
+  estimation_error: jax.Array | None
   qf: QFunction | None
-  final_qf: QFunction
+  final_qf: QFunction | None
 
 
-def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False):
+OUTPUTS = ("state", "returns", "actions", "states", "estimation_error", "final_qf")
+FORMS = ("auto", "stats", "buffer")
+
+
+def resolve_form(env, form: str) -> str:
+  """``"stats"`` or ``"buffer"``: ``"auto"`` picks sufficient statistics for finite environments.
+
+  Raises ``ValueError`` naming ``form`` when ``"stats"`` is forced on an environment without a
+  finite model.
+  """
+  if form not in FORMS:
+    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+  finite = isinstance(env, FiniteEnvironment)
+  if form == "stats" and not finite:
+    raise ValueError(f"form='stats' (sufficient statistics) needs a finite environment with an "
+                     f"exact model (a FiniteEnvironment); {type(env).__name__} has none: use "
+                     "form='buffer' or 'auto'")
+  if form == "auto":
+    return "stats" if finite else "buffer"
+  return form
+
+
+def segment_bounds(num_episodes: int, first: int = 16, ratio: float = 1.5) -> tuple[int, ...]:
+  """End points of the buffer form's segments: episode k plans over the first ``end`` slots of
+  its segment. Geometric growth: a K-episode run costs about ``2r/(r+1) * K^2/2`` atom passes
+  (1.2x the ideal ``K^2/2`` for ``r = 1.5``) instead of ``K * K``."""
+  ends = []
+  end = min(first, num_episodes)
+  while True:
+    ends.append(end)
+    if end >= num_episodes:
+      return tuple(ends)
+    end = min(num_episodes, max(end + 1, int(math.ceil(end * ratio))))
+
+
+def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
+               form: str = "auto", outputs=None, segments: bool = True):
   """Builds ``train(key, hparams, env_params) -> TrainOutput`` for one seed.
 
   Args:
@@ -51,50 +91,112 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False):
     agent: an ``Agent`` from ``dr_lsvi_ucb`` / ``lsvi_ucb`` with capacity >= ``num_episodes``.
     num_episodes: K (static).
     record_q: also return the Q-function of every episode (for exact AveSubopt curves).
+    form: ``"auto"`` (sufficient statistics for finite environments, else the buffer),
+      ``"stats"`` or ``"buffer"``. Both forms give the same Q-functions and actions (to
+      rounding) on the same trajectories.
+    outputs: names of the ``TrainOutput`` fields to return (others are ``None``, so a vmapped
+      sweep does not hold them in memory); default: all of ``OUTPUTS``.
+    segments: buffer form: split the episode scan into segments of growing buffer size, so
+      episode k plans over O(k) slots rather than the whole capacity.
   """
   H = env.horizon
-  if not isinstance(num_episodes, int) or num_episodes < 1:
-    raise ValueError(f"num_episodes (K) must be an integer >= 1, got {num_episodes!r}")
+  K = _check_int("num_episodes (K)", num_episodes)
+  form = resolve_form(env, form)
+  if agent.config.capacity < K:
+    raise ValueError(f"agent capacity {agent.config.capacity} must be >= num_episodes {K} "
+                     "(the agent stores one slot per episode)")
+  cfg = agent.config
+  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (H, env.feature_dim, env.num_actions):
+    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
+                     f"not match env (H, d, A) = {(H, env.feature_dim, env.num_actions)}")
+  outputs = OUTPUTS if outputs is None else tuple(outputs)
+  bad = [o for o in outputs if o not in OUTPUTS]
+  if bad:
+    raise ValueError(f"outputs must be a subset of {OUTPUTS}, got {bad}")
+  stats = form == "stats"
+  bounds = segment_bounds(K) if (segments and not stats) else (K,)
 
   def train(key, hparams: HParams, env_params) -> TrainOutput:
     theta = env.theta(env_params)
-    state0 = agent.init(theta)
+    if stats:
+      model = env.model(env_params)
+      state0 = agent.init_stats(theta, env.num_states, hparams.lam)
+    else:
+      model = None
+      state0 = base.init_state(theta, H, cfg.feature_dim, cfg.num_actions, K, hparams.lam,
+                               cfg.solver)
 
-    def episode(agent_state, xs):
-      k, key = xs
-      qf = agent.plan(agent_state, hparams)
-      k_reset, k_steps = jax.random.split(key)
-      s0 = env.reset(k_reset, env_params)
+    def make_episode(size):
+      def episode(agent_state, xs):
+        k, key = xs
+        qf = agent.plan(agent_state, hparams, model, size=size)
+        k_reset, k_steps = jax.random.split(key)
+        s0 = env.reset(k_reset, env_params)
+        sdiag = base.sqrt_diag(qf.pinv)  # [H, d]
 
-      def step(carry, xs):
-        s, phi_all, fail = carry  # features and fail flag of s, computed once per state
-        h, key_h = xs
-        a = agent.act(qf, h, phi_all, fail)
-        s2, r, _ = env.step(key_h, s, a, env_params)
-        phi = phi_all[a]
-        phi2, fail2 = env.phi_all(s2, env_params), env.is_fail(s2, env_params)
-        sidx = getattr(s, "s", jnp.asarray(-1))
-        # Theorem 1's d-rectangular estimation error: the paper's bonus with beta = 1.
-        err = base.diag_bonus(qf.linv[h], phi, 1.0, "paper")
-        ys = (phi, r, phi2, fail2, a, jnp.asarray(sidx, jnp.int32), err)
-        return (s2, phi2, fail2), ys
+        def step(carry, xs):
+          s, phi_all, fail = carry  # features and fail flag of s, computed once per state
+          h, key_h = xs
+          a = agent.act(qf, h, phi_all, fail)
+          s2, r, _ = env.step(key_h, s, a, env_params)
+          phi = phi_all[a]
+          phi2, fail2 = env.phi_all(s2, env_params), env.is_fail(s2, env_params)
+          sidx = jnp.asarray(getattr(s, "s", -1), jnp.int32)
+          s2idx = jnp.asarray(getattr(s2, "s", -1), jnp.int32)
+          # Theorem 1's d-rectangular estimation error: the paper's bonus with beta = 1.
+          err = phi @ sdiag[h]
+          ys = (phi, r, phi2 if not stats else None, fail2, a, sidx, s2idx, err)
+          return (s2, phi2, fail2), ys
 
-      carry0 = (s0, env.phi_all(s0, env_params), env.is_fail(s0, env_params))
-      _, (phi, r, next_phi, next_fail, a, sidx, err) = jax.lax.scan(
-          step, carry0, (jnp.arange(H), jax.random.split(k_steps, H)))
-      # The episode index k is not batched under vmap over seeds: one in-place slice update.
-      agent_state = agent.store_episode(agent_state, k, phi, r, next_phi, next_fail)
-      out = (jnp.sum(r), a, sidx, jnp.sum(err))
-      return agent_state, (out, qf if record_q else None)
+        carry0 = (s0, env.phi_all(s0, env_params), env.is_fail(s0, env_params))
+        _, (phi, r, next_phi, next_fail, a, sidx, s2idx, err) = jax.lax.scan(
+            step, carry0, (jnp.arange(H), jax.random.split(k_steps, H)))
+        if stats:
+          agent_state = base.update_stats(agent_state, phi, r, s2idx)
+        else:
+          # The episode index k is not batched under vmap over seeds: one in-place slice update.
+          agent_state = base.store_episode(agent_state, k, phi, r, next_phi, next_fail)
+        out = (jnp.sum(r), a, sidx, jnp.sum(err))
+        return agent_state, (out, qf if record_q else None)
+      return episode
 
-    keys = jax.random.split(key, num_episodes)
-    final, ((ret, acts, sidx, err), qfs) = jax.lax.scan(
-        episode, state0, (jnp.arange(num_episodes, dtype=jnp.int32), keys))
-    final_qf = agent.plan(final, hparams)
-    return TrainOutput(state=final, returns=ret, actions=acts, states=sidx,
-                       estimation_error=err, qf=qfs, final_qf=final_qf)
+    keys = jax.random.split(key, K)
+    ks = jnp.arange(K, dtype=jnp.int32)
+    state, ys, start = state0, [], 0
+    for end in bounds:
+      state, y = jax.lax.scan(make_episode(end), state, (ks[start:end], keys[start:end]))
+      ys.append(y)
+      start = end
+    ((ret, acts, sidx, err), qfs) = jax.tree_util.tree_map(
+        lambda *x: jnp.concatenate(x) if len(x) > 1 else x[0], *ys)
+    want = set(outputs)
+    final_qf = agent.plan(state, hparams, model) if "final_qf" in want else None
+    pick = lambda name, x: x if name in want else None  # noqa: E731
+    return TrainOutput(state=pick("state", state), returns=pick("returns", ret),
+                       actions=pick("actions", acts), states=pick("states", sidx),
+                       estimation_error=pick("estimation_error", err),
+                       qf=qfs, final_qf=final_qf)
 
   return train
+
+
+def replan(env, agent: Agent, state, hparams: HParams, env_params):
+  """Plans from a finished run's agent state with (possibly new) hyperparameters.
+
+  ``Lambda^-1`` is recomputed from the stored Gram matrices and ``hparams.lam``, so the result is
+  differentiable in rho, beta and lambda with the collected data held fixed (a pathwise
+  derivative). Works for both forms (``AgentState`` and ``StatsState``).
+  """
+  model = env.model(env_params) if isinstance(state, base.StatsState) else None
+  return agent.plan(state, hparams, model, refactor=True)
+
+
+def _check_int(name, value, minimum=1):
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+  if value < minimum:
+    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+  return int(value)
 
 
 def broadcast_hparams(hparams: HParams, horizon: int, feature_dim: int) -> tuple[HParams, tuple]:
@@ -115,21 +217,38 @@ def broadcast_hparams(hparams: HParams, horizon: int, feature_dim: int) -> tuple
   return HParams(rho=rho, beta=beta, lam=lam), batch
 
 
+SWEEP_OUTPUTS = ("returns", "actions", "states", "estimation_error", "final_qf")
+
+
 @functools.lru_cache(maxsize=None)
-def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params_batched: bool):
-  train = make_train(env, agent, num_episodes, record_q=record_q)
+def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params_batched: bool,
+                    form: str, outputs: tuple):
+  train = make_train(env, agent, num_episodes, record_q=record_q, form=form, outputs=outputs)
   over_seeds = jax.vmap(train, in_axes=(0, None, 0 if params_batched else None))
   over_hp = jax.vmap(over_seeds, in_axes=(None, 0, None))
   return jax.jit(over_hp)
 
 
+def check_key(key, name: str = "key"):
+  """A JAX PRNG key (raw ``uint32[2]`` or typed); raises ``TypeError`` naming ``name``."""
+  if isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return key
+  arr = np.asarray(key) if not isinstance(key, jax.core.Tracer) else key
+  if getattr(arr, "dtype", None) != np.uint32 or tuple(arr.shape) != (2,):
+    raise TypeError(f"{name} must be a JAX PRNG key (jax.random.PRNGKey(seed) or "
+                    f"jax.random.key(seed)), got {type(key).__name__} {getattr(arr, 'shape', '')}")
+  return key
+
+
 def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: int,
-          hparams: HParams, record_q: bool = False, params_per_seed: bool = False) -> TrainOutput:
+          hparams: HParams, record_q: bool = False, params_per_seed: bool = False,
+          form: str = "auto", outputs=SWEEP_OUTPUTS) -> TrainOutput:
   """Trains ``agent`` for every hyperparameter setting x seed in ONE compiled call.
 
   Validates everything on the host first (``ValueError`` naming the argument), then runs
   ``jit(vmap_hparams(vmap_seeds(train)))``. Calling it again with other rho/beta/lambda values of
-  the same batch shape reuses the compiled program.
+  the same batch shape reuses the compiled program. For sweeps too large for memory, chunking,
+  several devices and result files, see ``drjax.sweeps``.
 
   Args:
     env: the source ``Environment``.
@@ -142,14 +261,20 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
     num_episodes: K.
     hparams: ``HParams`` with optional leading batch axes (see ``make_hparams``).
     record_q: also return every episode's Q-function.
+    form: ``"auto"``, ``"stats"`` or ``"buffer"`` (see ``make_train``).
+    outputs: the ``TrainOutput`` fields to return (default: everything but the agent state, so
+      memory is the working set, not the buffers); add ``"state"`` for the buffers/statistics.
 
   Returns:
     ``TrainOutput`` whose arrays have leading axes ``batch_shape + (num_seeds,)``.
   """
-  if not isinstance(num_seeds, int) or num_seeds < 1:
-    raise ValueError(f"num_seeds must be an integer >= 1, got {num_seeds!r}")
-  if not isinstance(num_episodes, int) or num_episodes < 1:
-    raise ValueError(f"num_episodes (K) must be an integer >= 1, got {num_episodes!r}")
+  num_seeds = _check_int("num_seeds", num_seeds)
+  num_episodes = _check_int("num_episodes (K)", num_episodes)
+  if not isinstance(hparams, HParams):
+    raise TypeError(f"hparams must be an HParams (see drjax.make_hparams), got "
+                    f"{type(hparams).__name__}")
+  check_key(key)
+  form = resolve_form(env, form)
   capacity = agent.config.capacity
   if capacity < num_episodes:
     raise ValueError(f"agent capacity {capacity} must be >= num_episodes {num_episodes}")
@@ -159,18 +284,21 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
     raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
                      f"not match env (H, d, A) = {(H, d, env.num_actions)}")
   validate_hparams(hparams, H, d)
+  outputs = tuple(outputs)
   if params_per_seed:
     leaves = jax.tree_util.tree_leaves(env_params)
     if any(jnp.shape(x)[:1] != (num_seeds,) for x in leaves):
       raise ValueError(f"env_params must have leading axis num_seeds={num_seeds} when "
                        "params_per_seed=True")
+    for j in range(num_seeds):  # every seed's params, not only the first
+      env.validate(jax.tree_util.tree_map(lambda x, j=j: x[j], env_params))
     one = jax.tree_util.tree_map(lambda x: x[0], env_params)
   else:
     one = env_params
-  env.validate(one)
+    env.validate(one)
   check_env_features(env, one, key)
   flat, batch = broadcast_hparams(hparams, H, d)
-  fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed)
+  fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs)
   out = fn(jax.random.split(key, num_seeds), flat, env_params)
   return jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), out)
 

@@ -38,7 +38,7 @@ def brute_nu(Phi, V, lam, rho, H):
   return nu, arg
 
 
-def q_row(phi_all, w, Lam_inv, beta, top, *, robust, bonus_form, fail):
+def q_row(phi_all, w, Lam_inv, beta, top, *, robust, bonus_form, fail, fail_zero=True):
   q = np.zeros(len(phi_all))
   for a, phi in enumerate(phi_all):
     if robust:
@@ -49,12 +49,13 @@ def q_row(phi_all, w, Lam_inv, beta, top, *, robust, bonus_form, fail):
     else:
       b = beta * np.sqrt(phi @ Lam_inv @ phi)
     q[a] = min(max(phi @ w + b, 0.0), top)
-    if robust and fail:
+    if fail_zero and fail:  # Q = 0 at the fail state (both agents by default)
       q[a] = 0.0
   return q
 
 
-def replay(buffers, theta, rho, beta, lam, *, robust, bonus_form="paper", clip_form="paper"):
+def replay(buffers, theta, rho, beta, lam, *, robust, bonus_form="paper", clip_form="paper",
+           fail_zero=True):
   """Recomputes every episode's Q-function from the trajectories in ``buffers``.
 
   Args:
@@ -82,7 +83,8 @@ def replay(buffers, theta, rho, beta, lam, *, robust, bonus_form="paper", clip_f
       if h < H - 1:
         for t in range(k):
           V[t] = q_row(nphi[h, t], w[h + 1], Lam_inv[h + 1], beta, top[h + 1], robust=robust,
-                       bonus_form=bonus_form, fail=bool(nfail[h, t])).max()
+                       bonus_form=bonus_form, fail=bool(nfail[h, t]),
+                       fail_zero=fail_zero).max()
       if robust:
         if h == H - 1:
           nu[h] = 0.0

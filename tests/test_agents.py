@@ -58,7 +58,8 @@ def test_matches_numpy_oracle(env_name, kind, form):
   agent = _agent(kind, form, env)
   rho = np.random.default_rng(0).uniform(0.0, 0.6, size=(H, d))
   hp = make_hparams(H, d, rho=rho, beta=0.7, lam=0.3)
-  out = jax.jit(make_train(env, agent, K, record_q=True))(jax.random.PRNGKey(7), hp, params)
+  out = jax.jit(make_train(env, agent, K, record_q=True, form="buffer"))(
+      jax.random.PRNGKey(7), hp, params)
   buffers = {n: np.asarray(getattr(out.state, n)) for n in ("phi", "reward", "next_phi",
                                                             "next_fail")}
   theta = np.asarray(env.theta(params))
@@ -103,7 +104,8 @@ def test_oracle_detects_a_wrong_bonus():
   H, d = env.horizon, env.feature_dim
   agent = _agent("dr", "notebook", env)
   hp = make_hparams(H, d, rho=0.3, beta=1.0, lam=0.1)
-  out = jax.jit(make_train(env, agent, K, record_q=True))(jax.random.PRNGKey(0), hp, params)
+  out = jax.jit(make_train(env, agent, K, record_q=True, form="buffer"))(
+      jax.random.PRNGKey(0), hp, params)
   buffers = {n: np.asarray(getattr(out.state, n)) for n in ("phi", "reward", "next_phi",
                                                             "next_fail")}
   ref = oracle.replay(buffers, np.asarray(env.theta(params)), np.full((H, d), 0.3), 1.0, 0.1,
@@ -177,7 +179,7 @@ def test_rho_zero_robust_agent_regresses_next_values():
   H, d = env.horizon, env.feature_dim
   agent = _agent("dr", "paper", env, capacity=10)
   hp = make_hparams(H, d, rho=0.0, beta=0.5, lam=0.2)
-  out = jax.jit(make_train(env, agent, 10))(jax.random.PRNGKey(1), hp, params)
+  out = jax.jit(make_train(env, agent, 10, form="buffer"))(jax.random.PRNGKey(1), hp, params)
   st = jax.tree_util.tree_map(np.asarray, out.state)
   qf = jax.tree_util.tree_map(np.asarray, out.final_qf)
   h = 1

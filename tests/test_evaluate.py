@@ -46,7 +46,7 @@ def hand_qf(first_step_w, last_step_w=(0, 0, 0, 1.0)) -> QFunction:
   """A QFunction without bonus: weights ``first_step_w`` at step 1, ``last_step_w`` at step 3,
   and ``e_4`` (prefer the goal: action (1,1,1,1)) at step 2."""
   w = jnp.asarray([first_step_w, [0, 0, 0, 1.0], last_step_w])
-  return QFunction(w=w, linv=jnp.broadcast_to(jnp.eye(4), (3, 4, 4)), beta=jnp.asarray(0.0),
+  return QFunction(w=w, pinv=jnp.broadcast_to(jnp.eye(4), (3, 4, 4)), beta=jnp.asarray(0.0),
                    top=jnp.asarray([3.0, 2.0, 1.0]), nu=jnp.zeros((3, 4)),
                    alpha=jnp.zeros((3, 4)))
 

@@ -41,7 +41,7 @@ def test_grad_through_a_finished_runs_plan_wrt_rho_beta_lam():
   phi_x1 = env.phi_all(env.reset(jax.random.PRNGKey(0), params), params)
 
   def q_x1(rho, beta, lam):  # optimistic Q at x1, step 1, for action (1,1,1,1)
-    qf = agent.plan(out.state, drjax.HParams(rho=rho, beta=beta, lam=lam))
+    qf = drjax.replan(env, agent, out.state, drjax.HParams(rho=rho, beta=beta, lam=lam), params)
     return agent.q_values(qf, 0, phi_x1, False)[15]
 
   args = (hp.rho, hp.beta, hp.lam)

@@ -31,6 +31,7 @@ BONUS_FORMS = ("paper", "notebook")
 CLIP_FORMS = ("paper", "notebook")
 ALPHA_METHODS = ("exact", "grid", "exact+grid")
 TIE_BREAKS = ("optimistic", "first")
+SOLVERS = ("auto", "cholesky", "sherman-morrison")
 
 
 class HParams(NamedTuple):
@@ -48,10 +49,18 @@ class HParams(NamedTuple):
 
 
 class AgentState(NamedTuple):
-  """Fixed-capacity buffers of all transitions seen so far (one slot per episode and step).
+  """Buffer form of the regression data: every transition seen so far (one slot per episode).
+
+  The regression atoms of step h are the stored transitions: weight ``phi[h, k]`` and next state
+  given by its features ``next_phi[h, k]`` and fail flag (see ``docs``/README, "Engine").
 
   Attributes:
     theta: ``[H, d]`` known reward parameters (DR-LSVI-UCB uses them; LSVI-UCB ignores them).
+    gram: ``[H, d, d]`` ``sum_tau phi_tau phi_tau^T`` (without ``lambda I``), updated by rank-1
+      steps.
+    phir: ``[H, d]`` ``sum_tau phi_tau r_tau`` (LSVI-UCB's reward regression).
+    pinv: ``[H, d, d]`` ``(gram + lambda I)^-1`` maintained by Sherman-Morrison steps when the
+      agent's ``solver`` is ``"sherman-morrison"``, else ``None``.
     phi: ``[H, K, d]`` features of the action taken at step h of episode k.
     reward: ``[H, K]`` observed rewards.
     next_phi: ``[H, K, A, d]`` features of every action at the next state s_{h+1}.
@@ -60,6 +69,9 @@ class AgentState(NamedTuple):
   """
 
   theta: Array
+  gram: Array
+  phir: Array
+  pinv: Array | None
   phi: Array
   reward: Array
   next_phi: Array
@@ -67,16 +79,34 @@ class AgentState(NamedTuple):
   count: Array
 
 
+class StatsState(NamedTuple):
+  """Sufficient-statistics form (finite state spaces): one regression atom per next state.
+
+  ``sum_tau phi_tau min(V(s'_tau), alpha) = sum_{s'} G[h, s'] min(V(s'), alpha)``, so planning
+  costs ``O(H (S A d + S^2 d + S d^2))`` per episode whatever the number of stored episodes.
+
+  Attributes:
+    theta, gram, phir, pinv, count: as in ``AgentState``.
+    G: ``[H, S, d]`` sum of the features of the stored step-h transitions into each state s'.
+  """
+
+  theta: Array
+  gram: Array
+  phir: Array
+  pinv: Array | None
+  G: Array
+  count: Array
+
+
 class QFunction(NamedTuple):
   """The optimistic Q-functions of one episode, for all steps.
 
-  ``Q_h(s, a) = clip(phi(s,a) @ w[h] + bonus_h(phi), 0, top[h])`` (0 at the fail state when
-  ``fail_zero``).
+  ``Q_h(s, a) = clip(phi(s,a) @ w[h] + bonus_h(phi), 0, top[h])`` (0 at the fail state when the
+  agent zeroes it).
 
   Attributes:
     w: ``[H, d]`` linear weights (theta_h + nu_h for DR-LSVI-UCB, the ridge solution for LSVI-UCB).
-    linv: ``[H, d, d]`` inverse of the lower Cholesky factor of Lambda_h (so
-      ``Lambda_h^-1 = linv^T linv``; ``diag(Lambda_h^-1)_i = ||linv[:, i]||^2``).
+    pinv: ``[H, d, d]`` ``Lambda_h^-1``.
     beta: ``[]`` bonus multiplier.
     top: ``[H]`` upper clipping level per step.
     nu: ``[H, d]`` the robust regression weights nu_h (zeros for LSVI-UCB).
@@ -84,7 +114,7 @@ class QFunction(NamedTuple):
   """
 
   w: Array
-  linv: Array
+  pinv: Array
   beta: Array
   top: Array
   nu: Array
@@ -103,6 +133,8 @@ class AgentConfig(NamedTuple):
   alpha: str
   grid_size: int
   tie_break: str
+  fail_zero: bool
+  solver: str
 
 
 class Agent(NamedTuple):
@@ -118,6 +150,8 @@ class Agent(NamedTuple):
   end_episode: Callable
   store_episode: Callable
   bonus: Callable
+  init_stats: Callable
+  update: Callable
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,12 +242,17 @@ def check_static(horizon, feature_dim, num_actions, capacity) -> None:
 # Shared pure functions.
 
 
-def init_state(theta, horizon, feature_dim, num_actions, capacity) -> AgentState:
+def init_state(theta, horizon, feature_dim, num_actions, capacity, lam=None,
+               solver="cholesky") -> AgentState:
+  """Empty buffer-form state (``lam`` is needed only by the Sherman-Morrison solver)."""
   dtype = jnp.result_type(float)
   theta = jnp.asarray(theta, dtype)
   chex.assert_shape(theta, (horizon, feature_dim))
   return AgentState(
       theta=theta,
+      gram=jnp.zeros((horizon, feature_dim, feature_dim), dtype),
+      phir=jnp.zeros((horizon, feature_dim), dtype),
+      pinv=_init_pinv(horizon, feature_dim, lam, solver, dtype),
       phi=jnp.zeros((horizon, capacity, feature_dim), dtype),
       reward=jnp.zeros((horizon, capacity), dtype),
       next_phi=jnp.zeros((horizon, capacity, num_actions, feature_dim), dtype),
@@ -221,17 +260,63 @@ def init_state(theta, horizon, feature_dim, num_actions, capacity) -> AgentState
       count=jnp.zeros((), jnp.int32))
 
 
+def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
+                     solver="cholesky") -> StatsState:
+  """Empty sufficient-statistics state for a finite environment with ``num_states`` states."""
+  dtype = jnp.result_type(float)
+  theta = jnp.asarray(theta, dtype)
+  chex.assert_shape(theta, (horizon, feature_dim))
+  return StatsState(
+      theta=theta,
+      gram=jnp.zeros((horizon, feature_dim, feature_dim), dtype),
+      phir=jnp.zeros((horizon, feature_dim), dtype),
+      pinv=_init_pinv(horizon, feature_dim, lam, solver, dtype),
+      G=jnp.zeros((horizon, num_states, feature_dim), dtype),
+      count=jnp.zeros((), jnp.int32))
+
+
+def _init_pinv(horizon, feature_dim, lam, solver, dtype):
+  if solver != "sherman-morrison":
+    return None
+  if lam is None:
+    raise ValueError("lam is required to initialise the Sherman-Morrison solver's Lambda^-1")
+  lam = jnp.asarray(lam, dtype)
+  return jnp.broadcast_to(jnp.eye(feature_dim, dtype=dtype) / lam,
+                          (horizon, feature_dim, feature_dim))
+
+
+def _rank_one(state, phi, reward):
+  """Adds one transition per step (``phi [H, d]``, ``reward [H]``) to gram / phir / pinv."""
+  dtype = state.gram.dtype
+  phi = jnp.asarray(phi).astype(dtype)
+  reward = jnp.asarray(reward).astype(dtype)
+  gram = state.gram + phi[:, :, None] * phi[:, None, :]
+  phir = state.phir + phi * reward[:, None]
+  pinv = state.pinv
+  if pinv is not None:
+    # Sherman-Morrison: (A + x x^T)^-1 = A^-1 - (A^-1 x)(A^-1 x)^T / (1 + x^T A^-1 x).
+    u = jnp.einsum("hde,he->hd", pinv, phi)
+    denom = 1.0 + jnp.sum(phi * u, axis=-1)
+    pinv = pinv - u[:, :, None] * (u / denom[:, None])[:, None, :]
+  return state._replace(gram=gram, phir=phir, pinv=pinv)
+
+
 def observe(state: AgentState, h, phi, reward, next_phi_all, next_fail) -> AgentState:
   """Stores transition (s_h, a_h, r_h, s_{h+1}) of the current episode (slot ``state.count``)."""
   k = state.count
-  return state._replace(
+  H = state.gram.shape[0]
+  onehot = (jnp.arange(H) == h).astype(state.gram.dtype)
+  # A rank-1 step at step h only (zero features elsewhere leave gram / phir / pinv unchanged).
+  upd = _rank_one(state, onehot[:, None] * jnp.asarray(phi, state.gram.dtype)[None, :],
+                  onehot * jnp.asarray(reward, state.gram.dtype))
+  return upd._replace(
       phi=state.phi.at[h, k].set(phi.astype(state.phi.dtype)),
       reward=state.reward.at[h, k].set(jnp.asarray(reward, state.reward.dtype)),
       next_phi=state.next_phi.at[h, k].set(next_phi_all.astype(state.next_phi.dtype)),
       next_fail=state.next_fail.at[h, k].set(next_fail))
 
 
-def end_episode(state: AgentState) -> AgentState:
+def end_episode(state):
   return state._replace(count=state.count + 1)
 
 
@@ -255,9 +340,22 @@ def store_episode(state: AgentState, k, phi, reward, next_phi, next_fail) -> Age
     x = jnp.expand_dims(jnp.asarray(x).astype(buf.dtype), 1)
     return jax.lax.dynamic_update_slice(buf, x, (zero, k) + (zero,) * (buf.ndim - 2))
 
+  state = _rank_one(state, phi, reward)
   return state._replace(phi=put(state.phi, phi), reward=put(state.reward, reward),
                         next_phi=put(state.next_phi, next_phi),
                         next_fail=put(state.next_fail, next_fail), count=state.count + 1)
+
+
+def update_stats(state: StatsState, phi, reward, next_state) -> StatsState:
+  """Adds one episode (``phi [H, d]``, ``reward [H]``, ``next_state [H]`` int) to a ``StatsState``.
+
+  ``G[h, s'] += phi_h`` for the state ``s'`` reached at step h (dense one-hot: no scatter).
+  """
+  state = _rank_one(state, phi, reward)
+  S = state.G.shape[1]
+  onehot = (jnp.arange(S)[None, :] == jnp.asarray(next_state)[:, None]).astype(state.G.dtype)
+  G = state.G + onehot[:, :, None] * jnp.asarray(phi, state.G.dtype)[:, None, :]
+  return state._replace(G=G, count=state.count + 1)
 
 
 def valid_mask(state: AgentState) -> Array:
@@ -265,27 +363,27 @@ def valid_mask(state: AgentState) -> Array:
   return jnp.arange(state.phi.shape[1]) < state.count
 
 
-def sqrt_diag_inverse(linv):
-  """``[d]`` ``sqrt([Lambda^-1]_ii)`` from ``linv = L^-1`` (``Lambda^-1 = linv^T linv``)."""
-  return jnp.sqrt(jnp.sum(linv * linv, axis=-2))
+def sqrt_diag(pinv):
+  """``[..., d]`` ``sqrt([Lambda^-1]_ii)`` (clamped at 0 against rounding)."""
+  return jnp.sqrt(jnp.maximum(jnp.diagonal(pinv, axis1=-2, axis2=-1), 0.0))
 
 
-def diag_bonus(linv, phi, beta, form: str):
+def diag_bonus(pinv, phi, beta, form: str):
   """DR-LSVI-UCB's robust bonus (Algorithm 1, line 12) on ``phi [..., d]``.
 
   ``paper``: ``beta * sum_i phi_i sqrt([Lambda^-1]_ii)``; ``notebook``:
   ``beta * sqrt(sum_i phi_i^2 [Lambda^-1]_ii)`` (the authors' code; never larger).
   """
   if form == "paper":
-    return beta * (phi @ sqrt_diag_inverse(linv))
-  diag = jnp.sum(linv * linv, axis=-2)
+    return beta * (phi @ sqrt_diag(pinv))
+  diag = jnp.maximum(jnp.diagonal(pinv, axis1=-2, axis2=-1), 0.0)
   return beta * jnp.sqrt((phi * phi) @ diag)
 
 
-def ellipsoid_bonus(linv, phi, beta):
-  """LSVI-UCB's bonus ``beta * ||phi||_{Lambda^-1} = beta * ||linv phi||`` on ``phi [..., d]``."""
-  u = phi @ linv.T
-  return beta * jnp.sqrt(jnp.sum(u * u, axis=-1))
+def ellipsoid_bonus(pinv, phi, beta):
+  """LSVI-UCB's bonus ``beta * ||phi||_{Lambda^-1} = beta * sqrt(phi^T Lambda^-1 phi)``."""
+  u = phi @ pinv
+  return beta * jnp.sqrt(jnp.maximum(jnp.sum(u * phi, axis=-1), 0.0))
 
 
 def clip_tops(horizon: int, form: str, robust: bool, dtype) -> Array:

@@ -1,16 +1,30 @@
-"""DR-LSVI-UCB (Liu & Xu 2024, Algorithm 1) and LSVI-UCB (Jin et al. 2020) as pure functions."""
+"""DR-LSVI-UCB (Liu & Xu 2024, Algorithm 1) and LSVI-UCB (Jin et al. 2020) as pure functions.
+
+Both agents plan by backward induction over *regression atoms*: everything Algorithm 1 needs
+from the past at step h is ``Lambda_h`` and ``sum_n g_n min(V_{h+1}(x_n), alpha)`` over atoms n,
+each a weight ``g_n in R^d`` and a next state ``x_n`` (given by its features and fail flag):
+
+* buffer form (``AgentState``, any environment): one atom per stored transition, ``g = phi``;
+* sufficient-statistics form (``StatsState``, finite environments): one atom per state s',
+  ``g = G_h[s']``, the sum of the features of the stored step-h transitions into s'.
+
+One planning kernel (``_plan_atoms``) serves both; ``Lambda_h`` (and ``sum phi r``) are updated
+by rank-1 steps as transitions arrive.
+"""
 
 from __future__ import annotations
 
 import functools
+import operator
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from drjax import robust
 from drjax.agents import base
-from drjax.agents.base import Agent, AgentState, HParams, QFunction
+from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
 
 
 def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail_zero: bool,
@@ -19,82 +33,151 @@ def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail
 
   With ``clip=False`` the optimistic value before truncation (used to break ties, see ``act``).
   """
-  w = qf.w[h]
-  linv = qf.linv[h]
+  return _q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail,
+               robust_bonus=robust_bonus, fail_zero=fail_zero, clip=clip)
+
+
+def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=True):
   if robust_bonus == "paper":
     # The paper's bonus is linear in phi: one contraction with w + beta sqrt(diag Lambda^-1).
-    q = phi_all @ (w + qf.beta * base.sqrt_diag_inverse(linv))
+    q = phi_all @ (w + beta * base.sqrt_diag(pinv))
   else:
     if robust_bonus is None:
-      bonus = base.ellipsoid_bonus(linv, phi_all, qf.beta)
+      bonus = base.ellipsoid_bonus(pinv, phi_all, beta)
     else:
-      bonus = base.diag_bonus(linv, phi_all, qf.beta, robust_bonus)
+      bonus = base.diag_bonus(pinv, phi_all, beta, robust_bonus)
     q = phi_all @ w + bonus
   if clip:
-    q = jnp.clip(q, 0.0, qf.top[h])
+    q = jnp.clip(q, 0.0, top)
   if fail_zero:
     q = jnp.where(jnp.expand_dims(fail, -1), 0.0, q)
   return q
 
 
-@functools.lru_cache(maxsize=None)
-def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actions: int,
-          capacity: int, bonus: str = "paper", clip: str = "paper", alpha: str = "exact",
-          grid_size: int = 0, tie_break: str = "optimistic") -> Agent:
-  base.check_static(horizon, feature_dim, num_actions, capacity)
+def _as_int(name, value, minimum=1):
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+  if value < minimum:
+    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+  return operator.index(value)
+
+
+def _make(name, *, robust_agent: bool, horizon, feature_dim, num_actions, capacity,
+          bonus: str = "paper", clip: str = "paper", alpha: str = "exact", grid_size=0,
+          tie_break: str = "optimistic", fail_zero: bool = True,
+          solver: str = "auto") -> Agent:
+  H = _as_int("horizon H", horizon)
+  d = _as_int("feature_dim d", feature_dim)
+  A = _as_int("num_actions A", num_actions)
+  K = _as_int("capacity K", capacity)
   if bonus not in base.BONUS_FORMS:
     raise ValueError(f"bonus must be one of {base.BONUS_FORMS}, got {bonus!r}")
   if clip not in base.CLIP_FORMS:
     raise ValueError(f"clip must be one of {base.CLIP_FORMS}, got {clip!r}")
   if alpha not in base.ALPHA_METHODS:
     raise ValueError(f"alpha must be one of {base.ALPHA_METHODS}, got {alpha!r}")
-  if alpha != "exact" and (not isinstance(grid_size, int) or grid_size < 2):
-    raise ValueError(f"grid_size must be an integer >= 2 for alpha={alpha!r}, got {grid_size!r}")
+  if alpha != "exact":
+    grid_size = _as_int(f"grid_size (for alpha={alpha!r})", grid_size, 2)
   if tie_break not in base.TIE_BREAKS:
     raise ValueError(f"tie_break must be one of {base.TIE_BREAKS}, got {tie_break!r}")
-  H, d, A, K = horizon, feature_dim, num_actions, capacity
-  fail_zero = robust_agent
+  if not isinstance(fail_zero, (bool, np.bool_)):
+    raise TypeError(f"fail_zero must be a bool, got {fail_zero!r}")
+  if solver not in base.SOLVERS:
+    raise ValueError(f"solver must be one of {base.SOLVERS}, got {solver!r}")
+  if solver == "auto":
+    solver = "cholesky" if d <= robust.UNROLL_MAX_D else "sherman-morrison"
+  return _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, int(grid_size), tie_break,
+                bool(fail_zero), solver)
+
+
+@functools.lru_cache(maxsize=None)
+def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
+           solver) -> Agent:
   q_fn = functools.partial(_q_values, robust_bonus=bonus if robust_agent else None,
                            fail_zero=fail_zero)
+  q_at = functools.partial(_q_at, robust_bonus=bonus if robust_agent else None,
+                           fail_zero=fail_zero)
 
-  def init(theta) -> AgentState:
-    return base.init_state(theta, H, d, A, K)
+  def init(theta, lam=None) -> AgentState:
+    """Empty buffer-form state (``lam``: needed by the Sherman-Morrison solver only)."""
+    return base.init_state(theta, H, d, A, K, lam, solver)
 
-  def plan(state: AgentState, hp: HParams) -> QFunction:
-    """Backward induction h = H..1 on the stored episodes (Algorithm 1, lines 3-14)."""
-    chex.assert_shape(state.phi, (H, K, d))
+  def init_stats(theta, num_states: int, lam=None) -> StatsState:
+    """Empty sufficient-statistics state for a finite environment with ``num_states`` states."""
+    return base.init_stats_state(theta, H, d, num_states, lam, solver)
+
+  def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
+                  refactor: bool) -> QFunction:
+    """Backward induction h = H..1 over atoms (Algorithm 1, lines 3-14).
+
+    ``g [H, n, d]`` atom weights, ``nphi [H, n, A, d]`` features of the atoms' next states,
+    ``nfail [H, n]`` their fail flags, ``mask [n]`` or ``None`` (buffer slots in use).
+    """
     chex.assert_shape(hp.rho, (H, d))
-    dtype = state.phi.dtype
-    mask = base.valid_mask(state)
+    dtype = gram.dtype
     tops = base.clip_tops(H, clip, robust_agent, dtype)
     beta = jnp.asarray(hp.beta, dtype)
     lam = jnp.asarray(hp.lam, dtype)
-    grid = robust.make_grid(H, grid_size) if alpha != "exact" else None
+    if pinv is None or refactor:
+      pinv = jax.vmap(robust.spd_inverse)(gram + lam * jnp.eye(d, dtype=dtype)[None])
+    grid = robust.make_grid(H, grid_size, dtype) if alpha != "exact" else None
+    rho = hp.rho.astype(dtype)
 
-    def backward(carry, h):
-      w_next, linv_next = carry
-      _, linv, M = robust.ridge_factors(state.phi[h], mask, lam)
-      h_next = jnp.minimum(h + 1, H - 1)
-      qf_next = QFunction(w=w_next[None], linv=linv_next[None], beta=beta,
-                          top=tops[h_next][None], nu=None, alpha=None)
-      q_next = q_fn(qf_next, 0, state.next_phi[h], state.next_fail[h])  # [K, A]
-      v_next = jnp.where(h == H - 1, 0.0, jnp.max(q_next, axis=-1))  # V_{H+1} = 0
+    theta = theta.astype(dtype)
+
+    def body(carry, h):
+      # Index inside the body (not scanned ``xs``): under vmap, scanning batched xs would
+      # transpose every seed's buffers to put the step axis first, at every plan.
+      w_next, p_next, last = carry
+      top_next = tops[jnp.minimum(h + 1, H - 1)]
+      g_h, nphi_h, nfail_h, p_h = g[h], nphi[h], nfail[h], pinv[h]
+      rho_h, theta_h, phir_h = rho[h], theta[h], phir[h]
+      q_next = q_at(w_next, p_next, beta, top_next, nphi_h, nfail_h)  # [n, A]
+      v_next = jnp.where(last, 0.0, jnp.max(q_next, axis=-1))  # V_{H+1} = 0
+      if mask is not None:
+        v_next = jnp.where(mask, v_next, 0.0)
       if robust_agent:
-        if alpha == "exact":
-          nu, a_star = robust.alpha_max_exact(M, v_next, hp.rho[h].astype(dtype), H)
-        else:
-          nu, a_star = robust.alpha_max_grid(M, v_next, hp.rho[h].astype(dtype), H, grid,
-                                             include_exact=(alpha == "exact+grid"))
-        w = state.theta[h] + nu
+        nu, a_star = robust.alpha_max_atoms(p_h, g_h, v_next, rho_h, H, method=alpha, grid=grid)
+        w = theta_h + nu
       else:
-        w = M @ (state.reward[h] + v_next)
+        w = p_h @ (phir_h + g_h.T @ v_next)
         nu = jnp.zeros((d,), dtype)
         a_star = jnp.zeros((d,), dtype)
-      return (w, linv), (w, linv, nu, a_star)
+      return (w, p_h, jnp.asarray(False)), (w, nu, a_star)
 
-    init_carry = (jnp.zeros((d,), dtype), jnp.eye(d, dtype=dtype))
-    _, (w, linv, nu, a_star) = jax.lax.scan(backward, init_carry, jnp.arange(H), reverse=True)
-    return QFunction(w=w, linv=linv, beta=beta, top=tops, nu=nu, alpha=a_star)
+    init_carry = (jnp.zeros((d,), dtype), jnp.eye(d, dtype=dtype), jnp.asarray(True))
+    _, (w, nu, a_star) = jax.lax.scan(body, init_carry, jnp.arange(H), reverse=True)
+    return QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=a_star)
+
+  def plan(state, hp: HParams, model=None, *, size: int | None = None,
+           refactor: bool = False) -> QFunction:
+    """Backward induction h = H..1 on the regression data (Algorithm 1, lines 3-14).
+
+    Args:
+      state: ``AgentState`` (buffer form) or ``StatsState`` (sufficient statistics).
+      hp: ``HParams``.
+      model: for a ``StatsState``, the environment's ``LinearModel`` (the features and fail flag
+        of every next state); ignored for the buffer form.
+      size: buffer form only: plan over the first ``size`` slots (static; must cover
+        ``state.count``). ``None`` uses the whole capacity.
+      refactor: recompute ``Lambda^-1`` from ``gram`` and ``hp.lam`` even when the state carries
+        a Sherman-Morrison inverse (for derivatives with respect to lambda, or another lambda).
+
+    Returns:
+      The ``QFunction`` of this episode.
+    """
+    if isinstance(state, StatsState):
+      if model is None:
+        raise ValueError("model is required to plan from a StatsState (sufficient statistics)")
+      S = state.G.shape[1]
+      nphi, nfail = stats_atoms(model, H, S)
+      return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.G, nphi,
+                         jnp.broadcast_to(nfail, (H, S)), None, hp, refactor)
+    chex.assert_rank(state.phi, 3)
+    n = state.phi.shape[1] if size is None else size
+    mask = jnp.arange(n) < state.count
+    return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.phi[:, :n],
+                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hp, refactor)
 
   def q_values(qf: QFunction, h, phi_all, fail):
     return q_fn(qf, h, phi_all, fail)
@@ -114,18 +197,39 @@ def _make(name, *, robust_agent: bool, horizon: int, feature_dim: int, num_actio
 
   def bonus_fn(qf: QFunction, h, phi):
     if robust_agent:
-      return base.diag_bonus(qf.linv[h], phi, qf.beta, bonus)
-    return base.ellipsoid_bonus(qf.linv[h], phi, qf.beta)
+      return base.diag_bonus(qf.pinv[h], phi, qf.beta, bonus)
+    return base.ellipsoid_bonus(qf.pinv[h], phi, qf.beta)
 
-  config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break)
+  def update(state, phi, reward, next_phi, next_fail, next_state):
+    """Adds one finished episode (``[H, ...]`` per step) to either form of the state."""
+    if isinstance(state, StatsState):
+      return base.update_stats(state, phi, reward, next_state)
+    return base.store_episode(state, state.count, phi, reward, next_phi, next_fail)
+
+  config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
+                            solver)
   return Agent(name=name, config=config, init=init, plan=plan, q_values=q_values, act=act,
                observe=base.observe, end_episode=base.end_episode,
-               store_episode=base.store_episode, bonus=bonus_fn)
+               store_episode=base.store_episode, bonus=bonus_fn, init_stats=init_stats,
+               update=update)
+
+
+def stats_atoms(model, horizon: int, num_states: int):
+  """Next-state atoms of the sufficient-statistics form from a finite ``LinearModel``.
+
+  Returns ``(nphi [H, S, A, d], nfail [S])``: row h holds the features of every state at step
+  h + 1 (row H - 1 is unused: ``V_{H+1} = 0``), and whether each state is the fail state.
+  """
+  phi = model.phi
+  nxt = jnp.minimum(jnp.arange(horizon) + 1, horizon - 1)
+  nphi = phi[nxt]
+  nfail = jnp.arange(num_states) == model.fail_state
+  return nphi, nfail
 
 
 def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
                 bonus: str = "paper", alpha: str = "exact", grid_size: int = 0,
-                tie_break: str = "optimistic") -> Agent:
+                tie_break: str = "optimistic", solver: str = "auto") -> Agent:
   """DR-LSVI-UCB (Algorithm 1) with heterogeneous rho ``[H, d]`` and known theta.
 
   Args:
@@ -140,23 +244,35 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
     grid_size: number of grid points (static).
     tie_break: among actions tied at the truncated maximum, ``"optimistic"`` takes the largest
       untruncated value, ``"first"`` the lowest index (the authors' ``np.argmax``).
+    solver: how ``Lambda_h^-1`` is obtained: ``"cholesky"`` refactorizes the rank-1-updated Gram
+      matrix at every plan (unrolled for d <= 8), ``"sherman-morrison"`` keeps ``Lambda_h^-1`` up
+      to date by rank-1 inverse updates (O(d^2) per transition, no factorization), ``"auto"``
+      (default) picks Cholesky for d <= 8 and Sherman-Morrison above.
 
   Returns:
     An ``Agent``. Q is clipped to ``[0, H - h + 1]`` and set to 0 at the fail state.
   """
   return _make("DR-LSVI-UCB", robust_agent=True, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, bonus=bonus, clip="paper",
-               alpha=alpha, grid_size=grid_size, tie_break=tie_break)
+               alpha=alpha, grid_size=grid_size, tie_break=tie_break, fail_zero=True,
+               solver=solver)
 
 
 def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
-             clip: str = "paper", tie_break: str = "optimistic") -> Agent:
+             clip: str = "paper", tie_break: str = "optimistic", fail_zero: bool = True,
+             solver: str = "auto") -> Agent:
   """LSVI-UCB (Jin et al. 2020): ridge regression on ``r + V_{h+1}``, bonus ``beta ||phi||``.
 
   Args:
     clip: ``"paper"`` clips Q to ``[0, H - h + 1]`` like DR-LSVI-UCB; ``"notebook"`` clips at H
       for every step (the authors' baseline).
     tie_break: as for ``dr_lsvi_ucb``.
+    fail_zero: set ``Q = 0`` (so ``V_{h+1} = 0`` in the backup) at the fail state, as
+      DR-LSVI-UCB does. Default ``True``: the paper's experiments (and the authors' code) give
+      LSVI-UCB this knowledge, so the comparison isolates robustness; ``False`` is Jin et al.'s
+      LSVI-UCB, which knows nothing of fail states.
+    solver: as for ``dr_lsvi_ucb``.
   """
   return _make("LSVI-UCB", robust_agent=False, horizon=horizon, feature_dim=feature_dim,
-               num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break)
+               num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break,
+               fail_zero=fail_zero, solver=solver)

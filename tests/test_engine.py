@@ -1,0 +1,202 @@
+"""The training engine: sufficient statistics == buffer == NumPy oracle, segmented == full buffer,
+Sherman-Morrison == Cholesky, the atom kernel == brute force, and the forms' bad inputs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import oracle
+from drjax import robust
+from drjax.agents.base import make_hparams
+from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
+from drjax.envs.linear_mdp import LinearMDP
+from drjax.envs.put_option import PutOption
+from drjax.envs.random_mdp import random_linear_drmdp
+from drjax.train import make_train, replan, segment_bounds
+
+K = 20
+
+
+def _env(name):
+  if name == "linear-mdp":
+    env = LinearMDP()
+    return env, env.make_params(delta=0.3, p=0.001, xi_norm=0.2)
+  return random_linear_drmdp(jax.random.PRNGKey(4), 7, 3, 5, 3)
+
+
+def _agent(kind, preset, env, **kw):
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  if kind == "dr":
+    return dr_lsvi_ucb(H, d, A, K, bonus=preset, tie_break="optimistic" if preset == "paper"
+                       else "first", **kw)
+  return lsvi_ucb(H, d, A, K, clip=preset, tie_break="optimistic" if preset == "paper"
+                  else "first", **kw)
+
+
+def _hp(env, seed=0):
+  H, d = env.horizon, env.feature_dim
+  rho = np.random.default_rng(seed).uniform(0.0, 0.7, size=(H, d))
+  return make_hparams(H, d, rho=rho, beta=0.8, lam=0.4)
+
+
+def _assert_same_run(a, b, tol=1e-10):
+  np.testing.assert_array_equal(np.asarray(a.actions), np.asarray(b.actions))
+  np.testing.assert_allclose(np.asarray(a.returns), np.asarray(b.returns), atol=tol)
+  for f in ("w", "nu", "pinv"):
+    np.testing.assert_allclose(np.asarray(getattr(a.qf, f)), np.asarray(getattr(b.qf, f)),
+                               atol=tol, rtol=0, err_msg=f)
+  np.testing.assert_allclose(np.asarray(a.final_qf.w), np.asarray(b.final_qf.w), atol=tol)
+
+
+@pytest.mark.parametrize("env_name,kind,preset", [
+    ("linear-mdp", "dr", "paper"), ("linear-mdp", "lsvi", "notebook"),
+    ("random", "dr", "notebook"), ("random", "lsvi", "paper")])
+def test_stats_equals_buffer_equals_oracle(env_name, kind, preset):
+  env, params = _env(env_name)
+  agent = _agent(kind, preset, env)
+  hp = _hp(env)
+  key = jax.random.PRNGKey(2)
+  runs = {form: jax.jit(make_train(env, agent, K, record_q=True, form=form))(key, hp, params)
+          for form in ("stats", "buffer")}
+  _assert_same_run(runs["stats"], runs["buffer"])
+  # Q-values at every state of the model agree too (not only the weights).
+  model = env.model(params)
+  for k in (1, K // 2, K - 1):
+    for h in range(env.horizon):
+      qs = [np.asarray(jax.vmap(lambda ph, f, qf=jax.tree_util.tree_map(lambda x: x[k], r.qf):
+                                agent.q_values(qf, h, ph, f))(
+          model.phi[h], jnp.arange(model.phi.shape[1]) == model.fail_state)) for r in
+            runs.values()]
+      np.testing.assert_allclose(qs[0], qs[1], atol=1e-10)
+  # And the buffer run still matches the loop-based oracle written from Algorithm 1.
+  st = runs["buffer"].state
+  buffers = {n: np.asarray(getattr(st, n)) for n in ("phi", "reward", "next_phi", "next_fail")}
+  ref = oracle.replay(buffers, np.asarray(env.theta(params)), np.asarray(hp.rho), 0.8, 0.4,
+                      robust=kind == "dr", bonus_form=preset, clip_form=preset)
+  for k in (0, 3, K - 1):
+    np.testing.assert_allclose(np.asarray(runs["stats"].qf.w[k]), ref[k]["w"], atol=1e-8)
+    np.testing.assert_allclose(np.asarray(runs["stats"].qf.pinv[k]), ref[k]["Lam_inv"],
+                               atol=1e-8)
+
+
+@pytest.mark.parametrize("kind", ["dr", "lsvi"])
+def test_segmented_buffer_equals_full_capacity(kind):
+  env, params = _env("random")
+  agent = _agent(kind, "paper", env)
+  hp = _hp(env, 1)
+  key = jax.random.PRNGKey(9)
+  seg = jax.jit(make_train(env, agent, K, record_q=True, form="buffer", segments=True))
+  full = jax.jit(make_train(env, agent, K, record_q=True, form="buffer", segments=False))
+  _assert_same_run(seg(key, hp, params), full(key, hp, params), tol=1e-12)
+
+
+def test_segment_bounds_cover_and_grow():
+  for k in (1, 5, 16, 17, 100, 1000):
+    b = segment_bounds(k)
+    assert b[-1] == k and all(x < y for x, y in zip(b, b[1:]))
+  b = segment_bounds(10_000)
+  cost = sum((end - start) * end for start, end in zip((0,) + b[:-1], b))
+  assert cost < 1.3 * 10_000 ** 2 / 2  # about K^2/2 atom passes, not K^2
+
+
+def test_put_option_segmented_buffer_and_sherman_morrison():
+  env = PutOption()
+  params = env.default_params()
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  hp = make_hparams(H, d, rho=0.3, beta=1.0, lam=0.1)
+  key = jax.random.PRNGKey(3)
+  outs = {}
+  for solver in ("cholesky", "sherman-morrison"):
+    agent = dr_lsvi_ucb(H, d, A, 12, solver=solver)
+    outs[solver] = jax.jit(make_train(env, agent, 12, record_q=True))(key, hp, params)
+  _assert_same_run(outs["cholesky"], outs["sherman-morrison"], tol=1e-8)
+
+
+def test_replan_is_a_pathwise_function_of_lambda():
+  """replan recomputes Lambda^-1 from the Gram matrix: Sherman-Morrison state, other lambda."""
+  env, params = _env("random")
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  agent = dr_lsvi_ucb(H, d, A, K, solver="sherman-morrison")
+  hp = _hp(env)
+  out = jax.jit(make_train(env, agent, K, form="stats"))(jax.random.PRNGKey(0), hp, params)
+  hp2 = hp._replace(lam=jnp.asarray(1.7))
+  qf = replan(env, agent, out.state, hp2, params)
+  gram = np.asarray(out.state.gram)
+  np.testing.assert_allclose(np.asarray(qf.pinv), np.linalg.inv(gram + 1.7 * np.eye(d)),
+                             atol=1e-10)
+  g = jax.grad(lambda lam: replan(env, agent, out.state, hp._replace(lam=lam), params).w.sum())
+  eps = 1e-6
+  f = lambda lam: float(replan(env, agent, out.state, hp._replace(lam=jnp.asarray(lam)),  # noqa
+                               params).w.sum())
+  np.testing.assert_allclose(float(g(jnp.asarray(0.4))), (f(0.4 + eps) - f(0.4 - eps)) / (2 * eps),
+                             rtol=1e-5, atol=1e-7)
+
+
+def test_lsvi_fail_zero_option_changes_the_backup():
+  env, params = _env("random")
+  hp = _hp(env)
+  key = jax.random.PRNGKey(5)
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  outs = {}
+  for fz in (True, False):
+    agent = lsvi_ucb(H, d, A, K, fail_zero=fz)
+    out = jax.jit(make_train(env, agent, K, record_q=True, form="buffer"))(key, hp, params)
+    st = out.state
+    buffers = {n: np.asarray(getattr(st, n)) for n in ("phi", "reward", "next_phi", "next_fail")}
+    ref = oracle.replay(buffers, np.asarray(env.theta(params)), np.asarray(hp.rho), 0.8, 0.4,
+                        robust=False, fail_zero=fz)
+    np.testing.assert_allclose(np.asarray(out.qf.w[K - 1]), ref[K - 1]["w"], atol=1e-8)
+    # On the same data the oracle distinguishes the two (so the comparison above can fail).
+    other = oracle.replay(buffers, np.asarray(env.theta(params)), np.asarray(hp.rho), 0.8, 0.4,
+                          robust=False, fail_zero=not fz)
+    assert np.abs(other[K - 1]["w"] - ref[K - 1]["w"]).max() > 1e-6
+
+
+@pytest.mark.parametrize("n", [1, 7, 60])
+@pytest.mark.parametrize("method", ["exact", "grid", "exact+grid"])
+def test_alpha_max_atoms_equals_brute_force(n, method):
+  rng = np.random.default_rng(n)
+  d, H = 3, 4.0
+  g = rng.uniform(0, 1, size=(n, d))
+  v = np.round(rng.uniform(-0.5, H + 0.5, size=n), 1)  # ties and values outside [0, H]
+  gram = 0.3 * np.eye(d) + g.T @ g
+  pinv = np.linalg.inv(gram)
+  rho = rng.uniform(0, 1, size=d)
+  grid = np.linspace(0, H, 9)
+  cands = {"exact": [0.0, H] + [min(max(x, 0.0), H) for x in v], "grid": list(grid)}
+  cands["exact+grid"] = cands["exact"] + cands["grid"]
+  best = np.full(d, -np.inf)
+  for a in cands[method]:
+    z = pinv @ sum(g[t] * min(v[t], a) for t in range(n))
+    best = np.maximum(best, z - rho * a)
+  for sort in (False, True):
+    nu, alpha = robust.alpha_max_atoms(jnp.asarray(pinv), jnp.asarray(g), jnp.asarray(v),
+                                       jnp.asarray(rho), H, method=method,
+                                       grid=jnp.asarray(grid), sort=sort)
+    np.testing.assert_allclose(np.asarray(nu), best, atol=1e-10)
+    z_at = np.array([(pinv @ sum(g[t] * min(v[t], alpha[i]) for t in range(n)))[i]
+                     - rho[i] * alpha[i] for i in range(d)])
+    np.testing.assert_allclose(z_at, best, atol=1e-10)  # alpha_star attains the maximum
+
+
+def test_spd_inverse_unrolled_and_looped():
+  rng = np.random.default_rng(0)
+  for d in (1, 3, 8, 12):
+    x = rng.normal(size=(3 * d, d))
+    a = x.T @ x + 0.1 * np.eye(d)
+    np.testing.assert_allclose(np.asarray(robust.spd_inverse(jnp.asarray(a))), np.linalg.inv(a),
+                               rtol=1e-8, atol=1e-8)
+
+
+def test_forcing_stats_on_a_continuous_env_names_the_option():
+  env = PutOption()
+  agent = dr_lsvi_ucb(env.horizon, env.feature_dim, env.num_actions, 5)
+  with pytest.raises(ValueError, match="form='stats'"):
+    make_train(env, agent, 5, form="stats")
+  with pytest.raises(ValueError, match="form must be one of"):
+    make_train(env, agent, 5, form="fast")
+  with pytest.raises(ValueError, match="capacity 5 must be >= num_episodes 6"):
+    make_train(env, agent, 6)
+  with pytest.raises(ValueError, match="outputs must be a subset"):
+    make_train(env, agent, 5, outputs=("returns", "buffers"))
