@@ -228,6 +228,29 @@ def _rho_vector(rho, d: int, dtype) -> Array:
   return jnp.broadcast_to(rho, (d,))
 
 
+def rank_argsort(v: Array) -> Array:
+  """Stable ``argsort`` of a short vector ``v [n]`` by pairwise comparisons (``O(n^2)``).
+
+  ``rank_j = #{v_m < v_j} + #{m < j : v_m == v_j}``, then one scatter inverts the ranks. On CPU,
+  XLA's comparator sort is several times slower than this for the buffer sizes drjax plans over
+  (measured in ``benchmarks/``), and the comparisons batch cleanly under ``vmap``.
+  """
+  chex.assert_rank(v, 1)
+  n = v.shape[0]
+  idx = jnp.arange(n)
+  less = v[None, :] < v[:, None]  # [j, m]: v_m < v_j
+  tie = (v[None, :] == v[:, None]) & (idx[None, :] < idx[:, None])
+  rank = jnp.sum(less | tie, axis=1)
+  return jnp.zeros((n,), jnp.int32).at[rank].set(idx.astype(jnp.int32))
+
+
+RANK_SORT_MAX = 2048  # up to this length, rank_argsort; above it XLA's sort
+
+
+def _argsort(v: Array) -> Array:
+  return rank_argsort(v) if v.shape[0] <= RANK_SORT_MAX else jnp.argsort(v)
+
+
 def _exact_candidates(M: Array, v: Array, horizon: Array) -> tuple[Array, Array]:
   """All candidate ``alpha`` (ascending) and ``z_i(alpha)`` there, by one sort + prefix sums.
 
@@ -245,7 +268,7 @@ def _exact_candidates(M: Array, v: Array, horizon: Array) -> tuple[Array, Array]
   """
   d, k = M.shape
   dtype = M.dtype
-  order = jnp.argsort(v)
+  order = _argsort(v)
   vs = v[order]
   ms = M[:, order]
   zero_col = jnp.zeros((d, 1), dtype)
@@ -485,7 +508,7 @@ def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:
 # Regression atoms: the engine's kernel (buffer and sufficient-statistics forms alike).
 # --------------------------------------------------------------------------------------------
 
-SORT_FREE_MAX_ATOMS = 48  # exact alpha-max without a sort up to this many atoms (benchmarks/)
+SORT_FREE_MAX_ATOMS = 1024  # exact alpha-max by one matmul (no sort) up to this many atoms (benchmarks/)
 
 
 def atom_targets(g: Array, v: Array, c: Array) -> Array:

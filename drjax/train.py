@@ -49,6 +49,7 @@ class TrainOutput(NamedTuple):
 
 OUTPUTS = ("state", "returns", "actions", "states", "estimation_error", "final_qf")
 FORMS = ("auto", "stats", "buffer")
+SEGMENT_MIN_K = 256
 
 
 def resolve_form(env, form: str) -> str:
@@ -83,7 +84,7 @@ def segment_bounds(num_episodes: int, first: int = 16, ratio: float = 1.5) -> tu
 
 
 def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
-               form: str = "auto", outputs=None, segments: bool = True):
+               form: str = "auto", outputs=None, segments: bool | None = None):
   """Builds ``train(key, hparams, env_params) -> TrainOutput`` for one seed.
 
   Args:
@@ -97,7 +98,9 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
     outputs: names of the ``TrainOutput`` fields to return (others are ``None``, so a vmapped
       sweep does not hold them in memory); default: all of ``OUTPUTS``.
     segments: buffer form: split the episode scan into segments of growing buffer size, so
-      episode k plans over O(k) slots rather than the whole capacity.
+      episode k plans over O(k) slots rather than the whole capacity (each segment is compiled
+      separately). ``None``: segments when K >= ``SEGMENT_MIN_K`` (long runs, where the saving
+      dominates the extra compile time).
   """
   H = env.horizon
   K = _check_int("num_episodes (K)", num_episodes)
@@ -114,7 +117,9 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
   if bad:
     raise ValueError(f"outputs must be a subset of {OUTPUTS}, got {bad}")
   stats = form == "stats"
-  bounds = segment_bounds(K) if (segments and not stats) else (K,)
+  if segments is None:
+    segments = K >= SEGMENT_MIN_K
+  bounds = segment_bounds(K, ratio=2.0) if (segments and not stats) else (K,)
 
   def train(key, hparams: HParams, env_params) -> TrainOutput:
     theta = env.theta(env_params)
@@ -150,7 +155,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
 
         carry0 = (s0, env.phi_all(s0, env_params), env.is_fail(s0, env_params))
         _, (phi, r, next_phi, next_fail, a, sidx, s2idx, err) = jax.lax.scan(
-            step, carry0, (jnp.arange(H), jax.random.split(k_steps, H)))
+            step, carry0, (jnp.arange(H), jax.random.split(k_steps, H)), unroll=H if H <= 4 else 1)
         if stats:
           agent_state = base.update_stats(agent_state, phi, r, s2idx)
         else:

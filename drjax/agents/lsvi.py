@@ -27,6 +27,9 @@ from drjax.agents import base
 from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
 
 
+UNROLL_H = 4  # backward inductions up to this horizon are unrolled (XLA fuses across steps)
+
+
 def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail_zero: bool,
               clip: bool = True):
   """``[..., A]`` Q_h at features ``phi_all [..., A, d]`` (Algorithm 1, line 13).
@@ -146,7 +149,8 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       return (w, p_h, jnp.asarray(False)), (w, nu, a_star)
 
     init_carry = (jnp.zeros((d,), dtype), jnp.eye(d, dtype=dtype), jnp.asarray(True))
-    _, (w, nu, a_star) = jax.lax.scan(body, init_carry, jnp.arange(H), reverse=True)
+    _, (w, nu, a_star) = jax.lax.scan(body, init_carry, jnp.arange(H), reverse=True,
+                                      unroll=H if H <= UNROLL_H else 1)
     return QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=a_star)
 
   def plan(state, hp: HParams, model=None, *, size: int | None = None,
