@@ -470,6 +470,11 @@ def _linear_setup(agent_name: str, episodes: int):
   return env, params, agent, hp
 
 
+def _linear_setup_model(params):
+  from drjax.envs.linear_mdp import LinearMDP  # pylint: disable=g-import-not-at-top
+  return LinearMDP().model(params)
+
+
 def _seed_row(agent_name: str, num_seeds: int, episodes: int, warm_reps: int) -> dict:
   from drjax.train import make_train  # pylint: disable=g-import-not-at-top
 
@@ -491,7 +496,8 @@ def _seed_row(agent_name: str, num_seeds: int, episodes: int, warm_reps: int) ->
     warm, warm_med, reps = _repeat(fn, [(k, hp, params) for k in keys[1:]], min_reps=warm_reps,
                                    max_reps=max(warm_reps, 10), min_time_s=1.0)
   # One re-planning on the final (full) buffers, for all seeds: a run plans once per episode.
-  plan = jax.jit(jax.vmap(agent.plan, in_axes=(0, None)))
+  model = params and _linear_setup_model(params)
+  plan = jax.jit(jax.vmap(lambda st, hp: agent.plan(st, hp, model), in_axes=(0, None)))
   _block(plan(out.state, hp))
   plan_s, _, _ = _repeat(plan, [(out.state, hp)], min_reps=3, max_reps=20, min_time_s=0.3)
   return {
@@ -729,6 +735,9 @@ def format_report(results: dict) -> str:
          f"backend {m['backend']}; default float {m['default_float']}; "
          f"XLA_FLAGS=`{m['XLA_FLAGS']}`. Started {results.get('started')}."]
   b = results["benchmarks"]
+  if "engine" in b:
+    out += ["", "## engine (drjax vs NumPy, same process, interleaved, median warm)", "",
+            b["engine"]["markdown"], "", _load_line(b["engine"])]
   if "reproduce_all" in b:
     r = b["reproduce_all"]
     c = r["config"]
@@ -800,7 +809,17 @@ def format_report(results: dict) -> str:
   return "\n".join(out)
 
 
+@_benchmark
+def engine_bench(quick: bool = False, *, full: bool = False, only=None, reps: int = 3) -> dict:
+  """drjax's training engine vs the NumPy baselines of ``numpy_ref.py`` (``engine.py``)."""
+  import engine  # pylint: disable=g-import-not-at-top
+  rows = engine.engine(quick, full=full, only=only, reps=reps,
+                       log=lambda m: print(m, file=sys.stderr, flush=True))
+  return {"workloads": rows, "full": full, "markdown": engine.markdown(rows)}
+
+
 BENCHMARKS = {
+    "engine": engine_bench,
     "reproduce_all": reproduce_all,
     "seed_scaling": seed_scaling,
     "alpha_max": alpha_max,
@@ -808,9 +827,17 @@ BENCHMARKS = {
 }
 
 
+DEFAULT_RUN = ("engine", "reproduce_all")  # under 3 minutes on 2 cores; --full runs all
+
+
+def default_json_path() -> str:
+  return os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                      f"{short_machine_name()}.json")
+
+
 def main(quick: bool = False, json_path: str | None = None, *, only=None,
          quiet_wait_s: float | None = None, overrides: dict | None = None,
-         max_attempts: int | None = None) -> dict:
+         max_attempts: int | None = None, full: bool = False) -> dict:
   """Runs the benchmarks, prints a markdown report and returns the results dict.
 
   Args:
@@ -831,10 +858,12 @@ def main(quick: bool = False, json_path: str | None = None, *, only=None,
   if jax.config.jax_enable_x64:
     print("[drjax bench] note: jax_enable_x64 is on; timings are float64", file=sys.stderr)
   if quiet_wait_s is None:
-    quiet_wait_s = 0.0 if quick else 120.0
+    quiet_wait_s = 30.0 if full else 0.0
   if max_attempts is None:
-    max_attempts = 1 if quick else 2
-  names = list(BENCHMARKS) if only is None else list(only)
+    max_attempts = 2 if full else 1
+  if full:
+    overrides.setdefault("engine", {})["full"] = True
+  names = (list(BENCHMARKS) if full else list(DEFAULT_RUN)) if only is None else list(only)
   unknown = [n for n in names + list(overrides) if n not in BENCHMARKS]
   if unknown:
     raise ValueError(f"unknown benchmarks {unknown}; choose from {list(BENCHMARKS)}")
@@ -859,6 +888,8 @@ def main(quick: bool = False, json_path: str | None = None, *, only=None,
     results["benchmarks"][name] = best
   results["total_s"] = round(time.perf_counter() - t0, 1)
   print(format_report(results), flush=True)
+  if json_path is None and not quick:
+    json_path = default_json_path()
   if json_path:
     parent = os.path.dirname(os.path.abspath(json_path))
     os.makedirs(parent, exist_ok=True)

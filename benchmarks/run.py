@@ -23,6 +23,7 @@ import bench  # noqa: E402  (sets drjax's XLA flags before JAX starts)
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description="drjax speed benchmarks (see benchmarks/README.md)")
   ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+  ap.add_argument("--full", action="store_true", help="every benchmark at full size")
   ap.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
   ap.add_argument("--only", nargs="+", default=None, choices=list(bench.BENCHMARKS),
                   metavar="NAME", help=f"run only these ({', '.join(bench.BENCHMARKS)})")
@@ -30,7 +31,8 @@ def main(argv=None) -> int:
                   help="before each benchmark wait up to S seconds for other processes to use "
                        "less than half a core (default: 120, quick: 0)")
   args = ap.parse_args(argv)
-  bench.main(quick=args.quick, json_path=args.json, only=args.only, quiet_wait_s=args.quiet_wait)
+  bench.main(quick=args.quick, json_path=args.json, only=args.only, quiet_wait_s=args.quiet_wait,
+             full=args.full)
   return 0
 
 

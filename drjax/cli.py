@@ -282,6 +282,8 @@ def _add_bench_parser(sub) -> None:
       description="Speed benchmarks (see benchmarks/README.md): reproduce-all wall time with "
                   "its compile share, seed-sweep scaling, exact vs grid alpha maximization.")
   p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+  p.add_argument("--full", action="store_true",
+                 help="every benchmark at the issue's sizes (longer than the default 3 minutes)")
   p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
   p.set_defaults(func=_cmd_bench, parser=p)
 
@@ -295,7 +297,7 @@ def _cmd_bench(parser, args) -> int:
                  "drjax package (install with `pip install -e .` from a clone)")
   sys.path.insert(0, here)
   import bench  # pylint: disable=g-import-not-at-top
-  bench.main(quick=args.quick, json_path=args.json)
+  bench.main(quick=args.quick, json_path=args.json, full=args.full)
   return 0
 
 

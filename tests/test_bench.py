@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "ben
 import bench  # noqa: E402
 
 TINY = {
+    "engine": dict(only=["linear_20x100"], reps=1),
     "reproduce_all": dict(seeds=2, episodes=3, test_episodes=2, subprocess_run=False),
     "seed_scaling": dict(seeds=(2,), lsvi_seeds=0, episodes=3, warm_reps=1),
     "alpha_max": dict(sizes=(30,), grids=(5,), batch=3),
@@ -57,7 +58,7 @@ def _run_main(tmp_path):
   mp.setattr(paper, "run_linear_mdp", _stand_in("linear-mdp"))
   mp.setattr(paper, "run_put_option", _stand_in("put-option"))
   try:
-    res = bench.main(quick=True, json_path=path, overrides=TINY)
+    res = bench.main(quick=True, json_path=path, overrides=TINY, only=list(bench.BENCHMARKS))
   finally:
     mp.undo()
   return res, path, list(CALLS)
@@ -71,6 +72,20 @@ def test_main_quick_on_tiny_sizes(tmp_path):
   _check_seed_scaling(run)
   _check_alpha_max(run)
   _check_hyperparameter_grid(run)
+  _check_engine(run)
+
+
+def _check_engine(run):
+  rows = run[0]["benchmarks"]["engine"]["workloads"]
+  row = rows["linear_20x100"]
+  assert row["seeds"] == 20 and row["episodes"] == 50  # quick caps the sizes
+  assert _pos(row["drjax"]["warm_s"]) and row["drjax"]["compile_s"] >= 0
+  assert set(row["numpy"]) == {"stats", "buffer"}
+  for v in row["numpy"].values():
+    assert _pos(v["s"]) and isinstance(v["returns_agree"], bool)
+  assert row["speedup_vs_best_numpy"] == pytest.approx(
+      min(v["s"] for v in row["numpy"].values()) / row["drjax"]["warm_s"])
+  assert "linear_20x100" in run[0]["benchmarks"]["engine"]["markdown"]
 
 
 def _pos(x):

@@ -15,20 +15,20 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import oracle
 import pytest
 
-import oracle
 from drjax import robust
 from drjax.agents.base import AgentState, StatsState, make_hparams, rho_array
 from drjax.agents.lsvi import dr_lsvi_ucb
+from drjax.envs.base import LinearModel
 from drjax.envs.linear_mdp import LinearMDP
 from drjax.envs.put_option import PutOption, PutOptionState
-from drjax.envs.base import LinearModel
 from drjax.envs.random_mdp import RandomLinearMDP
 from drjax.train import make_train
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
-import numpy_ref as ref  # noqa: E402
+import numpy_ref as ref
 
 K = 12
 TOL = 1e-8
@@ -71,7 +71,7 @@ def _replay(theta, phi, next_phi, next_fail, next_state, rho, beta, lam, form, p
   H, Kr, d = phi.shape
   S = None if phi_tab is None else phi_tab.shape[1]
   pinv = np.broadcast_to(np.eye(d) / lam, (H, 1, d, d)).copy()
-  rows = np.zeros((H, S if form == "stats" else Kr, 1, d))
+  rows = np.zeros((H, 1, S if form == "stats" else Kr, d))
   nphi = None if next_phi is None else next_phi[:, None]
   nfail = None if next_fail is None else next_fail[:, None]
   for k in range(Kr):
@@ -85,10 +85,10 @@ def _replay(theta, phi, next_phi, next_fail, next_state, rho, beta, lam, form, p
     new = ref.sherman_morrison(pinv, phi[:, k, None])
     if form == "stats":
       ref.update_rows(rows, phi[:, k, None], new)
-      rows[np.arange(H), next_state[:, k], 0] += new[:, 0]
+      rows[np.arange(H), 0, next_state[:, k]] += new[:, 0]
     else:
-      ref.update_rows(rows[:, :k], phi[:, k, None], new)
-      rows[:, k] = new
+      ref.update_rows(rows[:, :, :k], phi[:, k, None], new)
+      rows[:, :, k] = new
 
 
 def test_linear_mdp_planning_and_actions_equal_drjax_in_both_forms():
@@ -121,7 +121,7 @@ def test_linear_mdp_planning_and_actions_equal_drjax_in_both_forms():
         _assert_same_greedy(q, actions[k, h], (form, k, h))
   # The final plan on all K episodes from drjax's stored Gram matrices and buffers.
   pinv = np.linalg.inv(st.gram + 0.1 * np.eye(4))[:, None]
-  w, _ = ref.plan_buffer(theta, pinv, ref.ridge_rows(pinv, st.phi[:, :, None]),
+  w, _ = ref.plan_buffer(theta, pinv, ref.ridge_rows(pinv, st.phi[:, None]),
                          st.next_phi[:, None], st.next_fail[:, None], K, rho, 1.0)
   np.testing.assert_allclose(w[:, 0], out.final_qf.w, atol=TOL, rtol=0)
 
@@ -151,7 +151,7 @@ def test_random_drmdp_stats_planning_equals_drjax_plan():
                     pinv=None, G=jnp.asarray(G), count=jnp.asarray(n, jnp.int32))
     want = plan(st, hp, model)
     pinv = np.linalg.inv(gram + 0.4 * np.eye(d))[:, None]
-    w, qraw = ref.plan_stats(m.theta, pinv, ref.ridge_rows(pinv, G[:, :, None]), m.phi,
+    w, qraw = ref.plan_stats(m.theta, pinv, ref.ridge_rows(pinv, G[:, None]), m.phi,
                              m.fail_state, rho, 0.8)
     np.testing.assert_allclose(w[:, 0], np.asarray(want.w), atol=TOL, rtol=0, err_msg=str(n))
     for h in range(H):
@@ -186,7 +186,7 @@ def test_put_option_buffer_planning_equals_drjax_plan():
                     count=jnp.asarray(k, jnp.int32))
     want = plan(st, hp)
     pinv = np.linalg.inv(gram + 0.1 * np.eye(d))[:, None]
-    w, _ = ref.plan_buffer(theta, pinv, ref.ridge_rows(pinv, phi[:, :, None]), nphi[:, None],
+    w, _ = ref.plan_buffer(theta, pinv, ref.ridge_rows(pinv, phi[:, None]), nphi[:, None],
                            ex2[:, None], k, np.asarray(hp.rho), 1.0)
     np.testing.assert_allclose(w[:, 0], np.asarray(want.w), atol=TOL, rtol=0, err_msg=str(k))
 
@@ -224,8 +224,14 @@ def test_alpha_max_equals_brute_force_and_drjax(sort):
   v = rng.choice([0.0, 0.5, 1.25, 2.0, 3.0], size=(N, n))  # ties and both ends of [0, H]
   rho = rng.uniform(0, 1, (N, d))
   pinv = np.linalg.inv(lam * np.eye(d) + np.einsum("nti,ntj->nij", g, g))
-  rows = ref.ridge_rows(pinv, np.ascontiguousarray(g.transpose(1, 0, 2)))
-  nu = ref.alpha_max(rows, np.ascontiguousarray(v.T), rho, H, sort=sort)
+  rows = ref.ridge_rows(pinv, g)
+  nu = ref.alpha_max(rows, v, rho, H, sort=sort)
+  part = ref.alpha_max(rows, v[:, :5], rho, H, sort=sort)  # the first 5 atoms of a larger buffer
+  for i in range(N):  # brute force with the full buffer's Lambda^-1 and only 5 atoms
+    cands = [0.0, H] + list(v[i, :5])
+    want = [max(pinv[i][j] @ sum(g[i, t] * min(v[i, t], a) for t in range(5)) - rho[i, j] * a
+                for a in cands) for j in range(d)]
+    np.testing.assert_allclose(part[i], want, atol=1e-12)
   got, _ = jax.jit(jax.vmap(robust.alpha_max_atoms, in_axes=(0, 0, 0, 0, None)))(
       jnp.asarray(pinv), jnp.asarray(g), jnp.asarray(v), jnp.asarray(rho), jnp.asarray(H))
   np.testing.assert_allclose(nu, np.asarray(got), atol=1e-12)
@@ -238,7 +244,7 @@ def test_sherman_morrison_and_row_updates_equal_direct_solves():
   rng = np.random.default_rng(6)
   H, N, n, d, lam = 2, 3, 5, 4, 0.2
   pinv = np.broadcast_to(np.eye(d) / lam, (H, N, d, d)).copy()
-  g = rng.uniform(0, 1, (H, n, N, d))
+  g = rng.uniform(0, 1, (H, N, n, d))
   rows = ref.ridge_rows(pinv, g)
   gram = np.zeros((H, N, d, d))
   for _ in range(6):

@@ -128,29 +128,45 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
 
     theta = theta.astype(dtype)
 
-    def body(carry, h):
+    def step(w_next, p_next, h):
       # Index inside the body (not scanned ``xs``): under vmap, scanning batched xs would
       # transpose every seed's buffers to put the step axis first, at every plan.
-      w_next, p_next, last = carry
       top_next = tops[jnp.minimum(h + 1, H - 1)]
       g_h, nphi_h, nfail_h, p_h = g[h], nphi[h], nfail[h], pinv[h]
-      rho_h, theta_h, phir_h = rho[h], theta[h], phir[h]
       q_next = q_at(w_next, p_next, beta, top_next, nphi_h, nfail_h)  # [n, A]
-      v_next = jnp.where(last, 0.0, jnp.max(q_next, axis=-1))  # V_{H+1} = 0
+      v_next = jnp.max(q_next, axis=-1)
       if mask is not None:
         v_next = jnp.where(mask, v_next, 0.0)
       if robust_agent:
-        nu, a_star = robust.alpha_max_atoms(p_h, g_h, v_next, rho_h, H, method=alpha, grid=grid)
-        w = theta_h + nu
+        nu, a_star = robust.alpha_max_atoms(p_h, g_h, v_next, rho[h], H, method=alpha, grid=grid)
+        w = theta[h] + nu
       else:
-        w = p_h @ (phir_h + g_h.T @ v_next)
+        w = p_h @ (phir[h] + g_h.T @ v_next)
         nu = jnp.zeros((d,), dtype)
         a_star = jnp.zeros((d,), dtype)
-      return (w, p_h, jnp.asarray(False)), (w, nu, a_star)
+      return w, nu, a_star
 
-    init_carry = (jnp.zeros((d,), dtype), jnp.eye(d, dtype=dtype), jnp.asarray(True))
-    _, (w, nu, a_star) = jax.lax.scan(body, init_carry, jnp.arange(H), reverse=True,
-                                      unroll=H if H <= UNROLL_H else 1)
+    # Step H: V_{H+1} = 0, so z(alpha) = 0 and nu_H = max_alpha -rho alpha = 0 at alpha = 0
+    # (DR-LSVI-UCB), w_H = Lambda_H^-1 sum phi r (LSVI-UCB). No regression over atoms needed.
+    zero = jnp.zeros((d,), dtype)
+    w_last = theta[H - 1] if robust_agent else pinv[H - 1] @ phir[H - 1]
+    ws, nus, alphas = [w_last], [zero], [zero]
+    if H - 1 <= UNROLL_H:  # short horizons: a Python loop (static indices, fused by XLA)
+      for h in range(H - 2, -1, -1):
+        w_h, nu_h, a_h = step(ws[0], pinv[h + 1], h)
+        ws.insert(0, w_h)
+        nus.insert(0, nu_h)
+        alphas.insert(0, a_h)
+      w, nu, a_star = jnp.stack(ws), jnp.stack(nus), jnp.stack(alphas)
+    else:
+      def body(w_next, h):
+        w_h, nu_h, a_h = step(w_next, pinv[h + 1], h)
+        return w_h, (w_h, nu_h, a_h)
+
+      _, (w, nu, a_star) = jax.lax.scan(body, w_last, jnp.arange(H - 1), reverse=True)
+      w = jnp.concatenate([w, w_last[None]])
+      nu = jnp.concatenate([nu, zero[None]])
+      a_star = jnp.concatenate([a_star, zero[None]])
     return QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=a_star)
 
   def plan(state, hp: HParams, model=None, *, size: int | None = None,

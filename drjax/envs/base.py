@@ -106,3 +106,15 @@ class FiniteEnvironment(Environment):
 
   def model(self, params: Any) -> LinearModel:
     raise NotImplementedError
+
+
+def sample_categorical(key: chex.PRNGKey, probs: Array) -> Array:
+  """``jax.random.choice(key, S, p=probs)`` drawn from the same uniform, without its scan.
+
+  ``choice`` locates the uniform draw in the cumulative probabilities with a sequential
+  ``searchsorted`` loop; for the handful of states of drjax's environments, comparing against all
+  of them at once is the same index (``side="left"``) and vectorizes under ``vmap``.
+  """
+  p_cuml = jax.numpy.cumsum(probs)
+  r = p_cuml[-1] * (1 - jax.random.uniform(key, (), dtype=p_cuml.dtype))
+  return jax.numpy.sum(p_cuml < r).astype(jax.numpy.int32)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax.envs.base import FiniteEnvironment, LinearModel
+from drjax.envs.base import FiniteEnvironment, LinearModel, sample_categorical
 
 Array = jax.Array
 
@@ -297,7 +297,7 @@ class LinearMDP(FiniteEnvironment):
     phi = self._phi_table(params)[state.s, action]  # [d]
     probs = phi @ self._mu(params)[h]  # [S]
     reward = phi @ self.theta(params)[h]
-    s_next = jax.random.choice(key, NUM_STATES, p=probs).astype(jnp.int32)
+    s_next = sample_categorical(key, probs)
     h_next = (state.h + 1).astype(jnp.int32)
     return LinearMDPState(s=s_next, h=h_next), reward, h_next == HORIZON
 

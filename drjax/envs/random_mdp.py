@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax.envs.base import FiniteEnvironment, LinearModel
+from drjax.envs.base import FiniteEnvironment, LinearModel, sample_categorical
 from drjax.envs.linear_mdp import _check, _concrete, _float_dtype
 
 Array = jax.Array
@@ -213,7 +213,7 @@ class RandomLinearMDP(FiniteEnvironment):
 
   def reset(self, key: chex.PRNGKey, params: RandomMDPParams) -> RandomMDPState:
     """``s_1 ~ init_dist``, ``h = 0``."""
-    s = jax.random.choice(key, self.num_states, p=params.init_dist).astype(jnp.int32)
+    s = sample_categorical(key, params.init_dist)
     return RandomMDPState(s=s, h=jnp.asarray(0, jnp.int32))
 
   def step(self, key: chex.PRNGKey, state: RandomMDPState, action: Array,
@@ -227,7 +227,7 @@ class RandomLinearMDP(FiniteEnvironment):
     phi = params.phi[h, state.s, action]  # [d]
     probs = phi @ params.mu[h]  # [S]
     reward = phi @ params.theta[h]
-    s_next = jax.random.choice(key, self.num_states, p=probs).astype(jnp.int32)
+    s_next = sample_categorical(key, probs)
     h_next = (state.h + 1).astype(jnp.int32)
     return RandomMDPState(s=s_next, h=h_next), reward, h_next == self.horizon
 
