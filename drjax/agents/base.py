@@ -135,6 +135,7 @@ class AgentConfig(NamedTuple):
   tie_break: str
   fail_zero: bool
   solver: str
+  known: object = None
 
 
 class Agent(NamedTuple):
@@ -152,6 +153,7 @@ class Agent(NamedTuple):
   bonus: Callable
   init_stats: Callable
   update: Callable
+  regression_features: Callable
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from typing import Callable, NamedTuple
 
 import chex
 import jax
@@ -30,17 +31,50 @@ from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
 UNROLL_H = 4  # backward inductions up to this horizon are unrolled (XLA fuses across steps)
 
 
+class KnownAction(NamedTuple):
+  """An action whose value is known exactly (not learned): the notebook put option's exercise.
+
+  Attributes:
+    action: index of the known action; its ``Q`` is ``value(phi_all)`` (no regression, bonus or
+      truncation).
+    learned: index of the other action, whose ``Q = min(w . phi + bonus, top)`` (no floor at 0) is
+      learned from regressions on *its* features at every visited state, whatever was played.
+    value: ``phi_all [..., A, d] -> [...]`` the known action's value, read off the features.
+  """
+
+  action: int
+  learned: int
+  value: Callable
+
+
 def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail_zero: bool,
-              clip: bool = True):
+              clip: bool = True, known: KnownAction | None = None):
   """``[..., A]`` Q_h at features ``phi_all [..., A, d]`` (Algorithm 1, line 13).
 
   With ``clip=False`` the optimistic value before truncation (used to break ties, see ``act``).
   """
   return _q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail,
-               robust_bonus=robust_bonus, fail_zero=fail_zero, clip=clip)
+               robust_bonus=robust_bonus, fail_zero=fail_zero, clip=clip, known=known)
 
 
-def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=True):
+def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=True,
+          known: KnownAction | None = None):
+  if known is not None:
+    phi_l = phi_all[..., known.learned, :]
+    if robust_bonus is None:
+      bonus = base.ellipsoid_bonus(pinv, phi_l, beta)
+    else:
+      bonus = base.diag_bonus(pinv, phi_l, beta, robust_bonus)
+    q_l = phi_l @ w + bonus
+    if clip:
+      q_l = jnp.minimum(q_l, top)  # the notebook truncates from above only
+    q_k = known.value(phi_all).astype(q_l.dtype)
+    parts = [None, None]
+    parts[known.learned], parts[known.action] = q_l, q_k
+    q = jnp.stack(parts, axis=-1)
+    if fail_zero:
+      q = jnp.where(jnp.expand_dims(fail, -1), 0.0, q)
+    return q
   if robust_bonus == "paper":
     # The paper's bonus is linear in phi: one contraction with w + beta sqrt(diag Lambda^-1).
     q = phi_all @ (w + beta * base.sqrt_diag(pinv))
@@ -68,7 +102,7 @@ def _as_int(name, value, minimum=1):
 def _make(name, *, robust_agent: bool, horizon, feature_dim, num_actions, capacity,
           bonus: str = "paper", clip: str = "paper", alpha: str = "exact", grid_size=0,
           tie_break: str = "optimistic", fail_zero: bool = True,
-          solver: str = "auto") -> Agent:
+          solver: str = "auto", known: KnownAction | None = None) -> Agent:
   H = _as_int("horizon H", horizon)
   d = _as_int("feature_dim d", feature_dim)
   A = _as_int("num_actions A", num_actions)
@@ -89,17 +123,21 @@ def _make(name, *, robust_agent: bool, horizon, feature_dim, num_actions, capaci
     raise ValueError(f"solver must be one of {base.SOLVERS}, got {solver!r}")
   if solver == "auto":
     solver = "cholesky" if d <= robust.UNROLL_MAX_D else "sherman-morrison"
+  if known is not None:
+    if not isinstance(known, KnownAction) or A != 2 or {known.action, known.learned} != {0, 1}:
+      raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
+                       f"environment, got {known!r} with A = {A}")
   return _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, int(grid_size), tie_break,
-                bool(fail_zero), solver)
+                bool(fail_zero), solver, known)
 
 
 @functools.lru_cache(maxsize=None)
 def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
-           solver) -> Agent:
+           solver, known) -> Agent:
   q_fn = functools.partial(_q_values, robust_bonus=bonus if robust_agent else None,
-                           fail_zero=fail_zero)
+                           fail_zero=fail_zero, known=known)
   q_at = functools.partial(_q_at, robust_bonus=bonus if robust_agent else None,
-                           fail_zero=fail_zero)
+                           fail_zero=fail_zero, known=known)
 
   def init(theta, lam=None) -> AgentState:
     """Empty buffer-form state (``lam``: needed by the Sherman-Morrison solver only)."""
@@ -212,10 +250,23 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     action 0 for as long as every action's bonus exceeds the clip.
     """
     chex.assert_shape(phi_all, (A, d))
+    if known is not None:  # argmax([Q_learned, Q_known]): ties go to the learned action
+      q = q_fn(qf, h, phi_all, fail)
+      return jnp.where(q[known.learned] >= q[known.action], known.learned,
+                       known.action).astype(jnp.int32)
     q = q_fn(qf, h, phi_all, fail, clip=(tie_break == "first"))
     return jnp.argmax(q).astype(jnp.int32)
 
+  def regression_features(phi_all, a):
+    """The regression row of a transition: the taken action's features, or (with a known
+    action) the learned action's features at the visited state, whatever was played."""
+    if known is not None:
+      return phi_all[known.learned]
+    return phi_all[a]
+
   def bonus_fn(qf: QFunction, h, phi):
+    if known is not None:
+      phi = phi[..., known.learned, :] if phi.ndim >= 2 and phi.shape[-2] == A else phi
     if robust_agent:
       return base.diag_bonus(qf.pinv[h], phi, qf.beta, bonus)
     return base.ellipsoid_bonus(qf.pinv[h], phi, qf.beta)
@@ -227,11 +278,11 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     return base.store_episode(state, state.count, phi, reward, next_phi, next_fail)
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
-                            solver)
+                            solver, known)
   return Agent(name=name, config=config, init=init, plan=plan, q_values=q_values, act=act,
                observe=base.observe, end_episode=base.end_episode,
                store_episode=base.store_episode, bonus=bonus_fn, init_stats=init_stats,
-               update=update)
+               update=update, regression_features=regression_features)
 
 
 def stats_atoms(model, horizon: int, num_states: int):
@@ -249,7 +300,8 @@ def stats_atoms(model, horizon: int, num_states: int):
 
 def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
                 bonus: str = "paper", alpha: str = "exact", grid_size: int = 0,
-                tie_break: str = "optimistic", solver: str = "auto") -> Agent:
+                tie_break: str = "optimistic", solver: str = "auto",
+                known: KnownAction | None = None) -> Agent:
   """DR-LSVI-UCB (Algorithm 1) with heterogeneous rho ``[H, d]`` and known theta.
 
   Args:
@@ -268,6 +320,8 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
       matrix at every plan (unrolled for d <= 8), ``"sherman-morrison"`` keeps ``Lambda_h^-1`` up
       to date by rank-1 inverse updates (O(d^2) per transition, no factorization), ``"auto"``
       (default) picks Cholesky for d <= 8 and Sherman-Morrison above.
+    known: a ``KnownAction`` (2-action environments): one action's value is known exactly and
+      only the other's Q is learned (the authors' put-option notebook; see ``notebook_put_known``).
 
   Returns:
     An ``Agent``. Q is clipped to ``[0, H - h + 1]`` and set to 0 at the fail state.
@@ -275,12 +329,12 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
   return _make("DR-LSVI-UCB", robust_agent=True, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, bonus=bonus, clip="paper",
                alpha=alpha, grid_size=grid_size, tie_break=tie_break, fail_zero=True,
-               solver=solver)
+               solver=solver, known=known)
 
 
 def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
              clip: str = "paper", tie_break: str = "optimistic", fail_zero: bool = True,
-             solver: str = "auto") -> Agent:
+             solver: str = "auto", known: KnownAction | None = None) -> Agent:
   """LSVI-UCB (Jin et al. 2020): ridge regression on ``r + V_{h+1}``, bonus ``beta ||phi||``.
 
   Args:
@@ -291,8 +345,18 @@ def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
       DR-LSVI-UCB does. Default ``True``: the paper's experiments (and the authors' code) give
       LSVI-UCB this knowledge, so the comparison isolates robustness; ``False`` is Jin et al.'s
       LSVI-UCB, which knows nothing of fail states.
-    solver: as for ``dr_lsvi_ucb``.
+    solver, known: as for ``dr_lsvi_ucb``.
   """
   return _make("LSVI-UCB", robust_agent=False, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break,
-               fail_zero=fail_zero, solver=solver)
+               fail_zero=fail_zero, solver=solver, known=known)
+
+
+def _exercise_payoff(phi_all):
+  """The notebook put option's exercise value: the payoff coordinate of the exercise row."""
+  return phi_all[..., 0, -1]
+
+
+# The authors' put-option notebook: exercise (action 0) has the known value max(0, 100 - s), read
+# off the notebook variant's features; only hold (action 1) is learned, on the hat features.
+NOTEBOOK_PUT_KNOWN = KnownAction(action=0, learned=1, value=_exercise_payoff)

@@ -5,3 +5,9 @@ The names below are importable without JAX, so the command line can validate fla
 
 FIGURES = ("fig1", "fig3", "fig2", "subopt")  # the NAMEs of `drjax reproduce`
 PRESET_NAMES = ("paper", "notebook")  # keys of drjax.paper.programs.PRESETS
+
+
+def setup(preset: str = "paper", experiment: str = "linear-mdp", **kwargs):
+  """The environment, params and both agents of a preset (see ``drjax.paper.programs.setup``)."""
+  from drjax.paper import programs  # pylint: disable=g-import-not-at-top  (imports JAX)
+  return programs.setup(preset, experiment, **kwargs)

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import math
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ import numpy as np
 
 from drjax import evaluate, planning
 from drjax.agents.base import HParams, make_hparams, rho_array
-from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
+from drjax.agents.lsvi import NOTEBOOK_PUT_KNOWN, dr_lsvi_ucb, lsvi_ucb
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption, fixed_initial_price
 from drjax.train import make_train
@@ -43,13 +44,70 @@ class Preset:
   put_variant: str = "paper"    # put-option features
   put_fixed_init: bool = False  # one initial price per seed (notebook) vs per episode (paper)
   tie_break: str = "optimistic"  # greedy ties: largest untruncated value / lowest index
+  put_known: bool = False       # put option: exercise value known, only hold learned (notebook)
+  lsvi_fail_zero: bool = True   # LSVI-UCB's backup knows the fail state (V = 0 there)
 
 
 PRESETS = {
     "paper": Preset("paper"),
     "notebook": Preset("notebook", bonus="notebook", clip="notebook", put_variant="notebook",
-                       put_fixed_init=True, tie_break="first"),
+                       put_fixed_init=True, tie_break="first", put_known=True),
 }
+
+
+class Setup(NamedTuple):
+  """What ``drjax reproduce`` trains for one preset and experiment (see ``setup``)."""
+
+  env: object
+  params: object
+  agents: dict
+  beta: float
+  lam: float
+
+
+EXPERIMENTS = ("linear-mdp", "put-option")
+
+
+def agents_for(preset: Preset, env, capacity: int) -> dict:
+  """``{"dr-lsvi-ucb": Agent, "lsvi-ucb": Agent}`` exactly as the paper programs build them."""
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  known = NOTEBOOK_PUT_KNOWN if (preset.put_known and isinstance(env, PutOption)) else None
+  return {
+      "dr-lsvi-ucb": dr_lsvi_ucb(H, d, A, capacity, bonus=preset.bonus,
+                                 tie_break=preset.tie_break, known=known),
+      "lsvi-ucb": lsvi_ucb(H, d, A, capacity, clip=preset.clip, tie_break=preset.tie_break,
+                           fail_zero=preset.lsvi_fail_zero, known=known),
+  }
+
+
+def setup(preset: str = "paper", experiment: str = "linear-mdp", *, episodes: int = 100,
+          xi_norm: float = 0.1) -> Setup:
+  """The environment, source params and both agents of a preset, as ``drjax reproduce`` builds
+  them, to train the authors' (or the paper's) configuration in your own script::
+
+    s = drjax.paper.setup("notebook", "put-option")
+    train = drjax.make_train(s.env, s.agents["dr-lsvi-ucb"], 100)
+
+  Args:
+    preset: ``"paper"`` or ``"notebook"``.
+    experiment: ``"linear-mdp"`` (source params with ``xi_norm``) or ``"put-option"`` (p_u 0.5;
+      the notebook preset draws one initial price per seed: ``fixed_initial_price``).
+    episodes: K (the agents' capacity).
+    xi_norm: linear MDP only.
+  """
+  if preset not in PRESETS:
+    raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
+  if experiment not in EXPERIMENTS:
+    raise ValueError(f"experiment must be one of {EXPERIMENTS}, got {experiment!r}")
+  pre = PRESETS[preset]
+  if experiment == "linear-mdp":
+    env = LinearMDP()
+    params = env.make_params(delta=pre.delta, p=pre.p, xi_norm=xi_norm)
+  else:
+    env = PutOption(variant=pre.put_variant)
+    params = env.make_params(p_u=0.5)
+  return Setup(env=env, params=params, agents=agents_for(pre, env, episodes), beta=pre.beta,
+               lam=pre.lam)
 assert tuple(PRESETS) == PRESET_NAMES
 
 LINEAR_XI = (0.1, 0.2, 0.3)
@@ -73,8 +131,8 @@ def _stack(trees):
 def _linear_program(preset: Preset, episodes: int):
   env = LinearMDP()
   H, d, A = env.horizon, env.feature_dim, env.num_actions
-  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus, tie_break=preset.tie_break)
-  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip, tie_break=preset.tie_break)
+  agents = agents_for(preset, env, episodes)
+  dr, ls = agents["dr-lsvi-ucb"], agents["lsvi-ucb"]
   train_dr = make_train(env, dr, episodes, record_q=True)
   train_ls = make_train(env, ls, episodes, record_q=True)
   zero_rho = jnp.zeros((H, d))
@@ -169,8 +227,8 @@ def _switch_point(x, labels):
 def _put_program(preset: Preset, episodes: int, test_episodes: int):
   env = PutOption(variant=preset.put_variant)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
-  dr = dr_lsvi_ucb(H, d, A, episodes, bonus=preset.bonus, tie_break=preset.tie_break)
-  ls = lsvi_ucb(H, d, A, episodes, clip=preset.clip, tie_break=preset.tie_break)
+  agents = agents_for(preset, env, episodes)
+  dr, ls = agents["dr-lsvi-ucb"], agents["lsvi-ucb"]
   train_dr = make_train(env, dr, episodes)
   train_ls = make_train(env, ls, episodes)
 
