@@ -32,6 +32,7 @@ CLIP_FORMS = ("paper", "notebook")
 ALPHA_METHODS = ("exact", "grid", "exact+grid")
 TIE_BREAKS = ("optimistic", "first")
 SOLVERS = ("auto", "cholesky", "sherman-morrison")
+MIN_LAM_FLOAT32 = 1e-5  # below this, float32 ridge factorizations of rank-deficient Grams fail
 
 
 class HParams(NamedTuple):
@@ -180,6 +181,11 @@ def validate_hparams(hparams: HParams, horizon: int, feature_dim: int) -> None:
     raise ValueError(f"beta must be >= 0, got {beta.min()}")
   if not np.all(np.isfinite(lam)) or np.any(lam <= 0):
     raise ValueError(f"lam (lambda) must be > 0, got {lam.min()}")
+  if not jax.config.jax_enable_x64 and np.any(lam < MIN_LAM_FLOAT32):
+    raise ValueError(
+        f"lam (lambda) must be >= {MIN_LAM_FLOAT32} in float32, got {lam.min()}: Lambda = "
+        "sum phi phi^T + lam I is numerically singular in float32 until the features span R^d, "
+        "which gives NaN Q-functions; use a larger lam or float64 (jax_enable_x64)")
   batch = [rho.shape[:-2], beta.shape, lam.shape]
   try:
     np.broadcast_shapes(*batch)
@@ -205,6 +211,9 @@ def rho_array(horizon: int, feature_dim: int, value=0.0, at=None) -> np.ndarray:
 def make_hparams(horizon: int, feature_dim: int, *, rho=0.0, beta=1.0, lam=1.0,
                  dtype=None) -> HParams:
   """Validated ``HParams``. ``rho`` is a scalar (all (h, i)) or an ``[..., H, d]`` array.
+
+  The default ``lam = 1`` is Theorem 1's choice (the regret bound is stated for lambda = 1); the
+  paper's experiments and ``drjax reproduce`` use the authors' 0.1 (``drjax.paper.setup``).
 
   Leading batch axes of rho / beta / lam are allowed and broadcast against each other; use
   ``jax.vmap`` over the result (``in_axes=0``) to sweep them with a single compilation.
