@@ -170,9 +170,13 @@ def _cmd_plan(parser, args) -> int:
 from drjax.paper import FIGURES, PRESET_NAMES as PRESETS  # noqa: E402  (no JAX import)
 
 
+MAX_COUNT = 2**31 - 1  # seeds, episodes, test episodes: int32 indices inside the programs
+MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps 32 bits without x64 (2**32 would equal seed 0)
+
+
 def _positive_int(parser, name, value):
-  if value is not None and value < 1:
-    parser.error(f"{name} must be an integer >= 1, got {value}")
+  if value is not None and not 1 <= value <= MAX_COUNT:
+    parser.error(f"{name} must be an integer in [1, {MAX_COUNT}], got {value}")
 
 
 def _add_run_flags(p, *, seeds_help):
@@ -196,6 +200,8 @@ def _check_run_flags(parser, args):
   _positive_int(parser, "--seeds", args.seeds)
   _positive_int(parser, "--episodes", args.episodes)
   _positive_int(parser, "--test-episodes", args.test_episodes)
+  if not 0 <= args.seed <= MAX_SEED:
+    parser.error(f"--seed must be an integer in [0, {MAX_SEED}], got {args.seed}")
   from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
   try:
     rep.check_out_dir(args.out)

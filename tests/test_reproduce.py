@@ -120,8 +120,8 @@ def test_interrupted_write_leaves_previous_results(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("argv,msg", [
     (["reproduce", "fig9"], "unknown figure 'fig9'"),
-    (["reproduce", "fig1", "--seeds", "0"], "--seeds must be an integer >= 1"),
-    (["reproduce", "fig1", "--episodes", "-3"], "--episodes must be an integer >= 1"),
+    (["reproduce", "fig1", "--seeds", "0"], "--seeds must be an integer in [1, 2147483647]"),
+    (["reproduce", "fig1", "--episodes", "-3"], "--episodes must be an integer in [1, 2147483647]"),
     (["reproduce", "fig1", "--preset", "colab"], "invalid choice: 'colab'"),
     (["train", "--rho", "1.5"], "--rho must lie in [0, 1]"),
     (["train", "--lam", "0"], "--lam must be > 0"),

@@ -88,25 +88,115 @@ def _plot(name: str, panels: dict, path_base: str) -> None:
   plt.close(fig)
 
 
-def write_figure(out_dir: str, name: str, panels: dict) -> str:
-  """Writes ``out_dir/<name>/{<panel>.json, <name>.png, <name>.pdf}`` atomically."""
-  os.makedirs(out_dir, exist_ok=True)
+# Kill hook for the crash-recovery tests only: ``DRJAX_TEST_KILL_AT=<stage>`` ends the process
+# (``os._exit``) when ``write_figure`` reaches that stage. Stages, in order: ``writing`` (files
+# written, not yet marked complete), ``written`` (new directory complete), ``moved-old`` (previous directory moved aside, ``DIR/<name>`` missing),
+# ``moved-new`` (new directory in place, previous one not yet deleted).
+STAGES = ("writing", "written", "moved-old", "moved-new")
+_COMPLETE = ".complete"
+
+
+def _stage(name: str) -> None:
+  if os.environ.get("DRJAX_TEST_KILL_AT") == name:
+    os._exit(99)
+
+
+def _pid_alive(pid: int) -> bool:
+  if pid == os.getpid():
+    return True
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:  # exists, owned by someone else
+    return True
+  return True
+
+
+def _temp_entries(out_dir: str, name: str):
+  """``(path, kind, pid)`` of this figure's temporary directories (``.<name>.<kind>.<pid>.*``)."""
+  prefix = f".{name}."
+  found = []
+  try:
+    entries = os.listdir(out_dir)
+  except OSError:
+    return found
+  for e in entries:
+    if not e.startswith(prefix):
+      continue
+    parts = e[len(prefix):].split(".")
+    if len(parts) >= 3 and parts[0] in ("new", "old") and parts[1].isdigit():
+      found.append((os.path.join(out_dir, e), parts[0], int(parts[1])))
+  return found
+
+
+def recover(out_dir: str, name: str) -> str | None:
+  """Completes or undoes a figure-directory swap that a killed run left half done; cleans up.
+
+  If ``out_dir/<name>`` is missing, the newest *complete* new directory of a dead run is moved into
+  place (the swap is completed), else the newest previous directory moved aside is restored.
+  Temporary directories of runs that are no longer alive are then deleted (those of live
+  processes, e.g. a concurrent run, are left alone). Returns what was done, or None.
+  """
   final = os.path.join(out_dir, name)
-  tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir)
+  stale = [(p, kind) for p, kind, pid in _temp_entries(out_dir, name) if not _pid_alive(pid)]
+  action = None
+  if not os.path.exists(final):
+    mtime = lambda p: os.stat(p).st_mtime  # noqa: E731
+    new = sorted((p for p, kind in stale
+                  if kind == "new" and os.path.exists(os.path.join(p, _COMPLETE))), key=mtime)
+    old = sorted((p for p, kind in stale if kind == "old"), key=mtime)
+    pick = new[-1] if new else (old[-1] if old else None)
+    if pick is not None:
+      os.rename(pick, final)
+      action = ("completed" if new else "restored") + f" {final} from {os.path.basename(pick)}"
+  marker = os.path.join(final, _COMPLETE)
+  if os.path.exists(marker):
+    os.remove(marker)
+  for p, _ in stale:
+    if os.path.exists(p):
+      shutil.rmtree(p, ignore_errors=True)
+  return action
+
+
+def write_figure(out_dir: str, name: str, panels: dict) -> str:
+  """Writes ``out_dir/<name>/{<panel>.json, <name>.png, <name>.pdf}`` atomically.
+
+  Everything goes to ``out_dir/.<name>.new.<pid>.*`` first, marked complete when done; then the
+  previous ``out_dir/<name>`` is renamed to ``.<name>.old.<pid>.*``, the new directory renamed into
+  place and the old one deleted. A run killed anywhere in between leaves a state that ``recover``
+  (called first by every later write) turns back into a complete ``out_dir/<name>``.
+  """
+  os.makedirs(out_dir, exist_ok=True)
+  recover(out_dir, name)
+  final = os.path.join(out_dir, name)
+  pid = os.getpid()
+  tmp = tempfile.mkdtemp(prefix=f".{name}.new.{pid}.", dir=out_dir)
+  old = None
   try:
     for tag, panel in panels.items():
       with open(os.path.join(tmp, f"{tag}.json"), "w") as f:
         json.dump(panel, f, indent=1, allow_nan=True)
     _plot(name, panels, os.path.join(tmp, name))
-    old = None
+    _stage("writing")
+    open(os.path.join(tmp, _COMPLETE), "w").close()
+    _stage("written")
     if os.path.exists(final):
-      old = tempfile.mkdtemp(prefix=f".{name}-old-", dir=out_dir)
-      os.rename(final, os.path.join(old, name))
+      old = tempfile.mkdtemp(prefix=f".{name}.old.{pid}.", dir=out_dir)
+      os.rmdir(old)
+      os.rename(final, old)
+      _stage("moved-old")
     os.rename(tmp, final)
+    tmp = None
+    _stage("moved-new")
+    os.remove(os.path.join(final, _COMPLETE))
     if old:
       shutil.rmtree(old, ignore_errors=True)
   except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp is not None:
+      shutil.rmtree(tmp, ignore_errors=True)
+    if old is not None and not os.path.exists(final) and os.path.exists(old):
+      os.rename(old, final)
     raise
   return final
 

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import sys
+import tempfile
 import time
 
 import jax
@@ -19,17 +20,49 @@ def _log(quiet, msg):
 
 
 def check_out_dir(out: str) -> None:
-  """Raises ``ValueError`` (one line) unless ``out`` is a usable directory; creates nothing."""
+  """Raises ``ValueError`` (one line) unless files can be written in ``out``.
+
+  Creates ``out`` (and missing parents) if needed, then creates and removes a probe file in it,
+  so unusable targets (``''``, ``/proc/x``, names longer than the filesystem allows, read-only
+  or full file systems) fail here, before any training. Directories it created are removed again
+  when the probe fails.
+  """
+  if not isinstance(out, str) or not out.strip():
+    raise ValueError(f"--out must be a directory name, got {out!r}")
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f"--out {out!r} exists and is not a directory")
-  probe = out
-  while not os.path.exists(probe):
-    parent = os.path.dirname(os.path.abspath(probe))
-    if parent == probe:
-      break
-    probe = parent
-  if not os.access(probe, os.W_OK | os.X_OK):
-    raise ValueError(f"--out {out!r} is not writable")
+  created = []
+  try:
+    probe_dir = os.path.abspath(out)
+    missing = []
+    while not os.path.exists(probe_dir):
+      missing.append(probe_dir)
+      parent = os.path.dirname(probe_dir)
+      if parent == probe_dir:
+        break
+      probe_dir = parent
+    for d in reversed(missing):
+      os.mkdir(d)
+      created.append(d)
+    fd, probe = tempfile.mkstemp(prefix=".drjax-probe-", dir=out)
+    os.close(fd)
+    os.remove(probe)
+  except OSError as e:
+    for d in reversed(created):
+      try:
+        os.rmdir(d)
+      except OSError:
+        pass
+    reason = e.strerror or type(e).__name__
+    raise ValueError(f"--out {out!r} is not a writable directory ({reason})") from None
+
+
+def _recover_all(out: str, quiet: bool) -> None:
+  """Finishes or undoes figure-directory swaps a killed run left half done; cleans temp dirs."""
+  for name in paper.FIGURES + ("train",):
+    done = outputs.recover(out, name)
+    if done:
+      _log(quiet, f"[drjax] {done} (left by an interrupted run)")
 
 
 def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str = "paper",
@@ -40,6 +73,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   """
   pre = paper.PRESETS[preset]
   names = list(dict.fromkeys(names))
+  _recover_all(out, quiet)
   key = jax.random.PRNGKey(seed)
   k_lin, k_put = jax.random.split(key)
   timings = {}
@@ -101,6 +135,7 @@ def train(*, env: str, out: str, rhos, seeds: int, episodes: int, preset: str, b
   import dataclasses  # pylint: disable=g-import-not-at-top
 
   pre = dataclasses.replace(paper.PRESETS[preset], beta=beta, lam=lam)
+  _recover_all(out, quiet)
   key = jax.random.PRNGKey(seed)
   t0 = time.perf_counter()
   _log(quiet, f"[drjax] train {env}: rho {list(rhos)} x {seeds} seeds x {episodes} episodes ...")
