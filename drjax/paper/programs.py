@@ -54,6 +54,7 @@ assert tuple(PRESETS) == PRESET_NAMES
 
 LINEAR_XI = (0.1, 0.2, 0.3)
 LINEAR_RHO = (0.3, 0.4, 0.5)
+FIG1_RHO = 0.5  # Figure 1 and the AveSubopt figure
 LINEAR_Q = tuple(np.round(np.linspace(0.0, 1.0, 21), 4))
 PUT_RHO = (0.3, 0.4, 0.5)
 PUT_PU = tuple(np.round(np.linspace(0.15, 0.85, 29), 4))
@@ -112,12 +113,26 @@ def _linear_program(preset: Preset, episodes: int):
     ls_curves = jax.vmap(lambda qf: learned_in_targets(ls, qf))(out.final_qf)
     ls_sub = jax.vmap(lambda qfs: subopt(ls, qfs, zero_rho))(out.qf)
     nonrobust_ref = values_in_targets(planning.robust_dp(model, zero_rho).policy)
-    # Exact critical q: where the target-optimal first action at x1 switches.
-    fine_models = jax.vmap(env.model)(target_params(params, fine_qs))
-    first = jax.vmap(lambda m: planning.robust_dp(m, zero_rho).policy[0, 0])(fine_models)
+    # Exact critical q: where the target-optimal first action at x1 switches. A grid brackets
+    # the first switch; bisection then narrows the bracket to rounding precision.
+    def first_action(q):
+      return planning.robust_dp(env.model(target_params(params, q)), zero_rho).policy[0, 0]
+
+    first = jax.vmap(first_action)(fine_qs)
+    change = first[1:] != first[:-1]
+    i = jnp.argmax(change)
+
+    def bisect(_, lr):
+      lo, hi = lr
+      mid = 0.5 * (lo + hi)
+      same = first_action(mid) == first[i]
+      return jnp.where(same, mid, lo), jnp.where(same, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, 60, bisect, (fine_qs[i], fine_qs[i + 1]))
+    critical = jnp.where(jnp.any(change), 0.5 * (lo + hi), jnp.nan)
     return dict(dr=dr_curves, ls=ls_curves, dr_sub=dr_sub, ls_sub=ls_sub, dr_err=dr_err,
                 ls_err=out.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
-                first_action=first)
+                critical_q=critical)
 
   return env, jax.jit(jax.vmap(per_instance, in_axes=(0, None, None, None, None, None)))
 
@@ -131,7 +146,9 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
     policies; ``dr_sub [X, R, S, K]`` / ``ls_sub [X, S, K]`` AveSubopt(k) (robust with the run's
     rho for DR-LSVI-UCB, nominal for LSVI-UCB); ``dr_err``/``ls_err`` estimation errors;
     ``robust_ref [X, R, Q]`` / ``nonrobust_ref [X, Q]`` exact returns of the exact optimal robust
-    and non-robust policies; ``critical_q [X]``; timings.
+    and non-robust policies; ``critical_q [X]``, the exact critical perturbation (the first q where
+    the target-optimal action at x1, step 1 switches: bracketed on a ``fine_q`` grid, then bisected
+    to rounding precision; NaN if it never switches); timings.
   """
   env, program = _linear_program(preset, episodes)
   H, d = env.horizon, env.feature_dim
@@ -145,20 +162,9 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
   out = jax.device_get(program(params, keys, hp_dr, hp_ls, jnp.asarray(qs), jnp.asarray(fine)))
   elapsed = time.perf_counter() - t0
   res = {k: np.asarray(v) for k, v in out.items()}
-  first = res.pop("first_action")  # [X, fine]
-  res["critical_q"] = np.array([_switch_point(fine, f) for f in first])
   res["seconds"] = elapsed
   res.update(xi_norms=np.asarray(xi_norms), rhos=np.asarray(rhos), qs=np.asarray(qs))
   return res
-
-
-def _switch_point(x, labels):
-  """First x where ``labels`` changes (midpoint of the bracketing grid points), NaN if none."""
-  change = np.nonzero(labels[1:] != labels[:-1])[0]
-  if change.size == 0:
-    return float("nan")
-  i = change[0]
-  return float(0.5 * (x[i] + x[i + 1]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,9 +327,9 @@ def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names
       tag = f"xi{xi:g}_rho{rho:g}"
       if "fig3" in panels:
         panels["fig3"][tag] = panel
-      if "fig1" in panels and math.isclose(rho, 0.5):
+      if "fig1" in panels and math.isclose(rho, FIG1_RHO):
         panels["fig1"][tag] = panel
-      if "subopt" in panels and math.isclose(rho, 0.5):
+      if "subopt" in panels and math.isclose(rho, FIG1_RHO):
         k = np.arange(1, episodes + 1, dtype=np.float64)
         dr_sub, ls_sub = res["dr_sub"][xi_i, r_i], res["ls_sub"][xi_i]
         bound = evaluate.theorem1_bound(res["dr_err"][xi_i, r_i].mean(0), H=3, d=4, p=SUBOPT_P,
@@ -382,6 +388,8 @@ def put_panels(res: dict, preset: Preset, *, seeds: int, episodes: int,
               breakpoint_max_changes_per_step=int(res.get("max_count", 0)))
   if evaluation == "mc":
     base["test_episodes"] = test_episodes
+  if preset.put_fixed_init:
+    base["reference_average"] = "mean over the seeds' fixed initial prices"
   ref = np.asarray(res["ref"])  # [S', 1 + R, T]
   ref_mean = ref.mean(axis=0)
   panels = {}
