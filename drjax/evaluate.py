@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax import planning
+from drjax import _checks, planning
 from drjax.agents.base import Agent, QFunction
 from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
 
@@ -66,6 +66,31 @@ def _concrete_tree(tree) -> bool:
 # Policies of an agent on a finite model.
 
 
+def _qf_shape(qf, H: int, d: int, stacked: bool) -> None:
+  """``qf.w`` must be ``[H, d]`` (one Q-function) or ``[K, H, d]`` (stacked over episodes)."""
+  if not isinstance(qf, QFunction):
+    raise TypeError(f"qf must be a QFunction (agent.plan / TrainOutput.final_qf), got "
+                    f"{type(qf).__name__}")
+  w = np.shape(qf.w)
+  if stacked and len(w) == 2 and w == (H, d):
+    raise ValueError("qfs must be the per-episode Q-functions stacked over K episodes, w [K, H, "
+                     f"d] = [K, {H}, {d}], got a single Q-function (w {w}); train with "
+                     "make_train(..., record_q=True) and pass TrainOutput.qf")
+  want = (H, d) if not stacked else (None, H, d)
+  if len(w) != len(want) or any(a is not None and a != b for a, b in zip(want, w)):
+    shape = "[K, H, d]" if stacked else "[H, d]"
+    raise ValueError(f"{'qfs' if stacked else 'qf'}.w must have shape {shape} with (H, d) = "
+                     f"({H}, {d}) from the model, got {w}")
+
+
+def _check_key(key) -> None:
+  """``key`` must be a PRNG key (``jax.random.key`` / ``PRNGKey``), not an integer."""
+  if isinstance(key, (int, np.integer)) or (np.ndim(key) == 0 and not jax.dtypes.issubdtype(
+      getattr(key, "dtype", np.float64), jax.dtypes.prng_key)):
+    raise TypeError(f"key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
+                    f"got {type(key).__name__} {key!r}")
+
+
 def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
   """The agent's greedy policy on every (step, state) of a finite model (Algorithm 1, line 14).
 
@@ -81,9 +106,9 @@ def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
   Returns:
     ``[H, S]`` int32 action indices.
   """
-  chex.assert_rank(model.phi, 4)
+  _checks.model(model)
   H, S, A, d = model.phi.shape
-  chex.assert_shape(qf.w, (H, d))
+  _qf_shape(qf, H, d, stacked=False)
   fail = jnp.arange(S) == model.fail_state  # [S]
   over_states = jax.vmap(agent.act, in_axes=(None, None, 0, 0))  # phi_h [S, A, d], fail [S]
   pi = jax.vmap(over_states, in_axes=(None, 0, 0, None))(qf, jnp.arange(H), model.phi, fail)
@@ -112,8 +137,10 @@ def policy_values(agent: Agent, qfs: QFunction, model: LinearModel, rho) -> Arra
   Returns:
     ``[K]``.
   """
+  _checks.model(model)
   H, _, _, d = model.phi.shape
   planning.validate_rho(rho, H, d)
+  _qf_shape(qf=qfs, H=H, d=d, stacked=True)
   return _policy_values(agent, qfs, model, jnp.asarray(rho, model.phi.dtype))
 
 
@@ -166,6 +193,12 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
   Returns:
     dict with ``term1 [K]``, ``term2 [..., K]``, ``total [..., K]`` and ``beta []``.
   """
+  _checks.integer("H", H, 1)
+  _checks.integer("d", d, 1)
+  _checks.numbers_(p=p, c=c)
+  _checks.finite("estimation_error", estimation_error)
+  if beta is not None:
+    _checks.in_range("beta", beta, 0)
   try:
     p = float(p)
   except (TypeError, ValueError):
@@ -179,7 +212,7 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
     raise ValueError(f"estimation_error must have shape [..., K] with K >= 1, got {err.shape}")
   K = err.shape[-1]
   if beta is None:
-    if not float(c) > 0:
+    if not (math.isfinite(float(c)) and float(c) > 0):
       raise ValueError(f"c must be > 0, got {c!r}")
     beta = float(c) * d * H * math.sqrt(math.log(3 * d * K * H / p))
   elif _concrete_tree(beta) and not np.all(np.asarray(beta) >= 0):
@@ -309,8 +342,8 @@ def mc_evaluate(env: Environment, agent: Agent, qf: QFunction, params: Any, key:
   Returns:
     dict with ``mean []``, ``stderr []`` (``std(ddof=1) / sqrt(N)``) and ``returns [N]``.
   """
-  if not isinstance(num_episodes, (int, np.integer)) or num_episodes < 1:
-    raise ValueError(f"num_episodes must be an integer >= 1, got {num_episodes!r}")
+  _checks.integer("num_episodes", num_episodes, 1)
+  _check_key(key)
   if _concrete_tree(params):
     env.validate(params)
   return _mc(env, agent, qf, params, key, int(num_episodes))

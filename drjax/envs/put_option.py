@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax import _checks
 from drjax.envs.base import Environment
 from drjax.envs.linear_mdp import _check, _concrete, _float_dtype
 
@@ -147,6 +148,7 @@ class PutOption(Environment):
   def make_params(self, p_u: float = 0.5, init_low: float = 95.0,
                   init_high: float = 105.0) -> PutOptionParams:
     """Builds and validates params eagerly (raises ``ValueError`` before anything is traced)."""
+    _checks.numbers_(p_u=p_u, init_low=init_low, init_high=init_high)
     dtype = _float_dtype()
     params = PutOptionParams(*(jnp.asarray(x, dtype) for x in (p_u, init_low, init_high)))
     self.validate(params)
@@ -157,6 +159,8 @@ class PutOption(Environment):
 
     For ``p_u`` of shape ``[N]`` every field gets shape ``[N]``, ready for ``jax.vmap``.
     """
+    _checks.params_type(source_params, PutOptionParams, "PutOption")
+    _checks.numbers_(p_u=p_u)
     dtype = _float_dtype()
     p_u = jnp.asarray(p_u, dtype)
     b = lambda x: jnp.broadcast_to(jnp.asarray(x, dtype), p_u.shape)  # noqa: E731
@@ -165,6 +169,7 @@ class PutOption(Environment):
 
   def validate(self, params: PutOptionParams) -> None:
     """Host-side check: ``0 <= p_u <= 1``, ``0 < init_low <= init_high``; raises ``ValueError``."""
+    _checks.params_type(params, PutOptionParams, "PutOption")
     v = {k: _concrete(k, x).astype(np.float64) for k, x in params._asdict().items()}
     for k, x in v.items():
       _check(np.isfinite(x), f"{k} must be finite", **{k: x})
