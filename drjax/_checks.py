@@ -179,10 +179,10 @@ def model(m) -> None:
                      f"state), got {fail}")
 
 
-def params_type(params, cls, env_name: str) -> None:
+def params_type(params, cls, env_name: str, name: str = "params") -> None:
   """``params`` must be a ``cls`` (e.g. ``LinearMDPParams``), not another environment's params."""
   if not isinstance(params, cls):
-    raise TypeError(f"params must be {cls.__name__} (from {env_name}.make_params), got "
+    raise TypeError(f"{name} must be {cls.__name__} (from {env_name}.make_params), got "
                     f"{type(params).__name__}; params of another environment do not fit")
 
 

@@ -129,7 +129,7 @@ def target_params(source_params: LinearMDPParams, q) -> LinearMDPParams:
   Returns:
     ``LinearMDPParams`` with ``target = 1`` and the given ``q``.
   """
-  _checks.params_type(source_params, LinearMDPParams, "LinearMDP")
+  _checks.params_type(source_params, LinearMDPParams, "LinearMDP", "source_params")
   _checks.numbers_(q=q)
   dtype = _float_dtype()
   q = jnp.asarray(q, dtype=dtype)

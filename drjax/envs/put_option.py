@@ -159,7 +159,7 @@ class PutOption(Environment):
 
     For ``p_u`` of shape ``[N]`` every field gets shape ``[N]``, ready for ``jax.vmap``.
     """
-    _checks.params_type(source_params, PutOptionParams, "PutOption")
+    _checks.params_type(source_params, PutOptionParams, "PutOption", "source_params")
     _checks.numbers_(p_u=p_u)
     dtype = _float_dtype()
     p_u = jnp.asarray(p_u, dtype)
