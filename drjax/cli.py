@@ -170,9 +170,13 @@ def _cmd_plan(parser, args) -> int:
 from drjax.paper import FIGURES, PRESET_NAMES as PRESETS  # noqa: E402  (no JAX import)
 
 
+MAX_COUNT = 2**31 - 1  # seeds, episodes, test episodes: int32 indices inside the programs
+MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps 32 bits without x64 (2**32 would equal seed 0)
+
+
 def _positive_int(parser, name, value):
-  if value is not None and value < 1:
-    parser.error(f"{name} must be an integer >= 1, got {value}")
+  if value is not None and not 1 <= value <= MAX_COUNT:
+    parser.error(f"{name} must be an integer in [1, {MAX_COUNT}], got {value}")
 
 
 def _add_run_flags(p, *, seeds_help):
@@ -186,8 +190,13 @@ def _add_run_flags(p, *, seeds_help):
                       "the authors' notebook choices (bonus form, LSVI-UCB clipping, put-option "
                       "features and initial price, tie-breaking) (default: paper)")
   p.add_argument("--test-episodes", type=int, default=100, metavar="N",
-                 help="Monte Carlo test episodes per seed and target for the put option "
-                      "(default: 100)")
+                 help="Monte Carlo test episodes per seed and target for the put option with "
+                      "--evaluation mc (default: 100)")
+  p.add_argument("--evaluation", default="exact", choices=("exact", "mc"),
+                 help="put option: exact: expected returns on the recombining price lattice, "
+                      "averaged exactly over the initial price (no sampling noise); mc: Monte "
+                      "Carlo with --test-episodes episodes and common random numbers "
+                      "(default: exact)")
   p.add_argument("--seed", type=int, default=0, help="master PRNG seed (default: 0)")
   p.add_argument("--quiet", action="store_true", help="no progress messages")
 
@@ -196,6 +205,8 @@ def _check_run_flags(parser, args):
   _positive_int(parser, "--seeds", args.seeds)
   _positive_int(parser, "--episodes", args.episodes)
   _positive_int(parser, "--test-episodes", args.test_episodes)
+  if not 0 <= args.seed <= MAX_SEED:
+    parser.error(f"--seed must be an integer in [0, {MAX_SEED}], got {args.seed}")
   from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
   try:
     rep.check_out_dir(args.out)
@@ -233,7 +244,7 @@ def _cmd_reproduce(parser, args) -> int:
   from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
   rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
                 preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
-                quiet=args.quiet)
+                quiet=args.quiet, evaluation=args.evaluation)
   return 0
 
 
@@ -243,9 +254,10 @@ def _add_train_parser(sub) -> None:
       description=(
           "Trains LSVI-UCB and DR-LSVI-UCB (one compiled program for all rho values and seeds) "
           "on the source domain and evaluates the final policies on the environment's target "
-          "family (linear MDP: exact returns for q in [0, 1]; put option: Monte Carlo returns "
-          "for p_u in [0.15, 0.85]). Writes DIR/train/<env>_<panel>.json, a figure and "
-          "DIR/results.md (replacing an earlier DIR/train)."))
+          "family (linear MDP: exact returns for q in [0, 1]; put option: exact returns on the "
+          "price lattice, or Monte Carlo with --evaluation mc, for p_u in [0.15, 0.85]). "
+          "Writes DIR/train/<env>_<panel>.json, a figure and DIR/results.md (replacing an "
+          "earlier DIR/train)."))
   p.add_argument("--env", default="linear-mdp", choices=("linear-mdp", "put-option"),
                  help="environment (default: linear-mdp)")
   p.add_argument("--rho", type=float, nargs="+", default=[0.5], metavar="RHO",
@@ -272,7 +284,8 @@ def _cmd_train(parser, args) -> int:
   seeds = args.seeds or paper.DEFAULT_SEEDS[args.env]
   rep.train(env=args.env, out=args.out, rhos=args.rho, seeds=seeds, episodes=args.episodes,
             preset=args.preset, beta=args.beta, lam=args.lam, xi_norm=args.xi_norm,
-            test_episodes=args.test_episodes, seed=args.seed, quiet=args.quiet)
+            test_episodes=args.test_episodes, seed=args.seed, quiet=args.quiet,
+            evaluation=args.evaluation)
   return 0
 
 

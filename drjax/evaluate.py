@@ -8,6 +8,10 @@
 * ``theorem1_bound`` evaluates the right-hand side of Theorem 1 (eq. (AveSubopt-th)).
 * ``exact_target_values`` / ``mc_evaluate`` value a learned policy in target domains: exactly
   (finite environments with a model) or by Monte Carlo with common random numbers.
+* ``put_option_exact_values`` values a policy of the American put option exactly: on the
+  recombining price lattice for a fixed initial price, integrated exactly over a uniform initial
+  price (between the policy's breakpoints the value is linear in ``s0``);
+  ``put_option_optimal_values`` does the same for the exact optimal (robust) stopping policies.
 
 Functions are written for one Q-function and one environment-params value; batch seeds (a
 leading axis on ``qf``) and targets (a leading axis on params) with ``jax.vmap``.
@@ -20,14 +24,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax import planning
+from drjax import _checks, planning
 from drjax.agents.base import Agent, QFunction
 from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
 
@@ -42,6 +46,15 @@ __all__ = [
     "exact_target_values",
     "episode_key",
     "mc_evaluate",
+    "put_option_node_actions",
+    "PutPolicy",
+    "put_option_policy",
+    "put_option_piecewise_values",
+    "put_option_agent_policy",
+    "put_option_optimal_policy",
+    "put_option_exact_values",
+    "put_option_optimal_values",
+    "put_option_policy_values",
 ]
 
 
@@ -51,6 +64,31 @@ def _concrete_tree(tree) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Policies of an agent on a finite model.
+
+
+def _qf_shape(qf, H: int, d: int, stacked: bool) -> None:
+  """``qf.w`` must be ``[H, d]`` (one Q-function) or ``[K, H, d]`` (stacked over episodes)."""
+  if not isinstance(qf, QFunction):
+    raise TypeError(f"qf must be a QFunction (agent.plan / TrainOutput.final_qf), got "
+                    f"{type(qf).__name__}")
+  w = np.shape(qf.w)
+  if stacked and len(w) == 2 and w == (H, d):
+    raise ValueError("qfs must be the per-episode Q-functions stacked over K episodes, w [K, H, "
+                     f"d] = [K, {H}, {d}], got a single Q-function (w {w}); train with "
+                     "make_train(..., record_q=True) and pass TrainOutput.qf")
+  want = (H, d) if not stacked else (None, H, d)
+  if len(w) != len(want) or any(a is not None and a != b for a, b in zip(want, w)):
+    shape = "[K, H, d]" if stacked else "[H, d]"
+    raise ValueError(f"{'qfs' if stacked else 'qf'}.w must have shape {shape} with (H, d) = "
+                     f"({H}, {d}) from the model, got {w}")
+
+
+def _check_key(key) -> None:
+  """``key`` must be a PRNG key (``jax.random.key`` / ``PRNGKey``), not an integer."""
+  if isinstance(key, (int, np.integer)) or (np.ndim(key) == 0 and not jax.dtypes.issubdtype(
+      getattr(key, "dtype", np.float64), jax.dtypes.prng_key)):
+    raise TypeError(f"key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
+                    f"got {type(key).__name__} {key!r}")
 
 
 def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
@@ -68,9 +106,9 @@ def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
   Returns:
     ``[H, S]`` int32 action indices.
   """
-  chex.assert_rank(model.phi, 4)
+  _checks.model(model)
   H, S, A, d = model.phi.shape
-  chex.assert_shape(qf.w, (H, d))
+  _qf_shape(qf, H, d, stacked=False)
   fail = jnp.arange(S) == model.fail_state  # [S]
   over_states = jax.vmap(agent.act, in_axes=(None, None, 0, 0))  # phi_h [S, A, d], fail [S]
   pi = jax.vmap(over_states, in_axes=(None, 0, 0, None))(qf, jnp.arange(H), model.phi, fail)
@@ -99,8 +137,10 @@ def policy_values(agent: Agent, qfs: QFunction, model: LinearModel, rho) -> Arra
   Returns:
     ``[K]``.
   """
+  _checks.model(model)
   H, _, _, d = model.phi.shape
   planning.validate_rho(rho, H, d)
+  _qf_shape(qf=qfs, H=H, d=d, stacked=True)
   return _policy_values(agent, qfs, model, jnp.asarray(rho, model.phi.dtype))
 
 
@@ -153,6 +193,12 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
   Returns:
     dict with ``term1 [K]``, ``term2 [..., K]``, ``total [..., K]`` and ``beta []``.
   """
+  _checks.integer("H", H, 1)
+  _checks.integer("d", d, 1)
+  _checks.numbers_(p=p, c=c)
+  _checks.finite("estimation_error", estimation_error)
+  if beta is not None:
+    _checks.in_range("beta", beta, 0)
   try:
     p = float(p)
   except (TypeError, ValueError):
@@ -166,7 +212,7 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
     raise ValueError(f"estimation_error must have shape [..., K] with K >= 1, got {err.shape}")
   K = err.shape[-1]
   if beta is None:
-    if not float(c) > 0:
+    if not (math.isfinite(float(c)) and float(c) > 0):
       raise ValueError(f"c must be > 0, got {c!r}")
     beta = float(c) * d * H * math.sqrt(math.log(3 * d * K * H / p))
   elif _concrete_tree(beta) and not np.all(np.asarray(beta) >= 0):
@@ -296,8 +342,273 @@ def mc_evaluate(env: Environment, agent: Agent, qf: QFunction, params: Any, key:
   Returns:
     dict with ``mean []``, ``stderr []`` (``std(ddof=1) / sqrt(N)``) and ``returns [N]``.
   """
-  if not isinstance(num_episodes, (int, np.integer)) or num_episodes < 1:
-    raise ValueError(f"num_episodes must be an integer >= 1, got {num_episodes!r}")
+  _checks.integer("num_episodes", num_episodes, 1)
+  _check_key(key)
   if _concrete_tree(params):
     env.validate(params)
   return _mc(env, agent, qf, params, key, int(num_episodes))
+
+
+# ---------------------------------------------------------------------------------------------
+# American put option: exact values on the price lattice.
+
+
+def _put_agent_action_fn(env, agent: Agent, qf: QFunction):
+  """``(h, price) -> action`` of the agent's greedy policy (not exited, ``fail = False``)."""
+  from drjax.envs.put_option import PutOptionState  # pylint: disable=g-import-not-at-top
+
+  def action(h, price):
+    state = PutOptionState(price=price, exited=jnp.asarray(False),
+                           h=jnp.asarray(h, jnp.int32))
+    return agent.act(qf, h, env.phi_all(state, None), jnp.asarray(False)).astype(jnp.int32)
+
+  return action
+
+
+def put_option_node_actions(action_fn, s0, horizon: int) -> Array:
+  """``[H, H]`` actions of a Markov policy ``action_fn(h, price)`` at every lattice node.
+
+  Entries with ``j > h`` (not nodes) are set to exercise; ``lattice_value`` never reaches them.
+  """
+  from drjax.envs import put_option as po  # pylint: disable=g-import-not-at-top
+
+  hs, js = po.lattice_nodes(horizon)
+  prices = po.lattice_prices(s0, horizon)
+  acts = jax.vmap(action_fn)(jnp.asarray(hs), prices[hs, js])
+  return jnp.zeros((horizon, horizon), jnp.int32).at[hs, js].set(acts)
+
+
+class PutPolicy(NamedTuple):
+  """A Markov put-option policy as a piecewise-constant rule in the price, per step.
+
+  At step ``h`` the action at price ``s`` is ``region_action[h, r]`` with ``r`` the number of valid
+  breakpoints ``<= s``. Built by ``put_option_policy`` from any ``action_fn(h, price)``.
+
+  Attributes:
+    breakpoints: ``[H, M]`` prices where the step-h action changes (ascending where valid).
+    valid: ``[H, M]`` bool, which breakpoints are real.
+    region_action: ``[H, M + 1]`` int32 action left of the first breakpoint, then right of each.
+    count: ``[H]`` number of changes the grid search saw (``> M``: some were dropped).
+  """
+
+  breakpoints: Array
+  valid: Array
+  region_action: Array
+  count: Array
+
+
+def put_option_policy(action_fn, horizon: int, init_low, init_high, *, grid_size: int = 1024,
+                      max_changes: int = 8, iters: int = 60) -> PutPolicy:
+  """The breakpoints of ``action_fn(h, .)`` over the prices reachable from ``[init_low, init_high]``.
+
+  At step ``h`` the reachable prices are ``[init_low DOWN^h, init_high UP^h]``. A grid of
+  ``grid_size`` prices locates the changes of action (at most one per grid cell is assumed: a
+  pair of changes closer than the spacing, about 0.05 in price for H = 10, is invisible), and each
+  of the first ``max_changes`` is refined by ``iters`` bisection steps to rounding precision.
+
+  Args:
+    action_fn: ``(h [] int, price []) -> [] int`` action (``EXERCISE = 0`` / ``HOLD = 1``).
+    horizon: static ``H``.
+    init_low, init_high: ``[]`` initial-price range.
+    grid_size, max_changes, iters: static search settings.
+
+  Returns:
+    ``PutPolicy``.
+  """
+  from drjax.envs.put_option import DOWN, UP  # pylint: disable=g-import-not-at-top
+
+  dtype = jnp.result_type(init_low, init_high, float)
+  low = jnp.asarray(init_low, dtype)
+  high = jnp.asarray(init_high, dtype)
+  frac = jnp.linspace(0.0, 1.0, grid_size, dtype=dtype)
+
+  def per_step(h):
+    a = low * jnp.power(DOWN, h.astype(dtype))
+    b = high * jnp.power(UP, h.astype(dtype))
+    grid = a + (b - a) * frac
+    acts = jax.vmap(lambda s: action_fn(h, s))(grid).astype(jnp.int32)
+    change = acts[1:] != acts[:-1]
+    count = jnp.sum(change)
+    (idx,) = jnp.nonzero(change, size=max_changes, fill_value=grid_size - 2)
+    left, right, a_left = grid[idx], grid[idx + 1], acts[idx]
+
+    def bisect(_, lr):
+      l, r = lr
+      mid = 0.5 * (l + r)
+      same = jax.vmap(lambda s: action_fn(h, s))(mid) == a_left
+      return jnp.where(same, mid, l), jnp.where(same, r, mid)
+
+    left, right = jax.lax.fori_loop(0, iters, bisect, (left, right))
+    valid = jnp.arange(max_changes) < count
+    region = jnp.concatenate([acts[:1], jnp.where(valid, acts[idx + 1], acts[-1])])
+    return 0.5 * (left + right), valid, region, count
+
+  return PutPolicy(*jax.vmap(per_step)(jnp.arange(horizon)))
+
+
+def _policy_node_actions(policy: PutPolicy, prices: Array) -> Array:
+  """``[H, H]`` actions of ``policy`` at node prices ``[H, H]`` (row h uses step h's rule)."""
+  above = policy.valid[:, None, :] & (policy.breakpoints[:, None, :] <= prices[:, :, None])
+  region = jnp.sum(above, axis=-1)  # [H, H]
+  return jnp.take_along_axis(policy.region_action, region, axis=1)
+
+
+def put_option_piecewise_values(policy: PutPolicy, p_us, init_low, init_high, rho=0.0, *,
+                                integrate: bool = True) -> Array:
+  """Exact values ``[N]`` of a ``PutPolicy`` in the targets ``p_us``, averaged over ``s0``.
+
+  For a fixed ``s0`` the value is a backward induction on the lattice (``lattice_value``). The
+  policy at node ``(h, j)`` changes with ``s0`` only where a step-h breakpoint ``b`` meets the
+  node price, ``s0 = b / (UP^j DOWN^(h-j))``; between those points and the payoff kinks
+  ``s0 = 100 / (UP^j DOWN^(h-j))`` the value is linear in ``s0``, so the midpoint rule on those
+  pieces is the exact average over ``s0 ~ U[init_low, init_high]``.
+
+  Args:
+    policy: ``PutPolicy`` (``put_option_policy``), built for the same ``[init_low, init_high]``.
+    p_us: ``[N]`` target up-probabilities.
+    init_low, init_high: ``[]`` initial-price range.
+    rho: ``[]`` TV radius of a robust evaluation (0: expected return; see ``lattice_value``).
+    integrate: static; ``False`` values the policy at ``s0 = init_low`` only (a fixed price).
+
+  Returns:
+    ``[N]`` values.
+  """
+  from drjax.envs import put_option as po  # pylint: disable=g-import-not-at-top
+
+  H, M = policy.breakpoints.shape
+  dtype = jnp.result_type(policy.breakpoints, init_low, init_high)
+  low = jnp.asarray(init_low, dtype)
+  high = jnp.asarray(init_high, dtype)
+  p_us = jnp.asarray(p_us, dtype)
+  chex.assert_rank(p_us, 1)
+
+  def values_at(s0):  # [N]
+    prices = po.lattice_prices(s0, H)
+    acts = _policy_node_actions(policy, prices)
+    return jax.vmap(lambda p: po.lattice_value(acts, prices, p, rho))(p_us)
+
+  if not integrate:
+    return values_at(low)
+  hs, js = po.lattice_nodes(H)
+  scale = jnp.power(po.UP, js.astype(dtype)) * jnp.power(po.DOWN, (hs - js).astype(dtype))
+  cand = jnp.where(policy.valid[hs], policy.breakpoints[hs] / scale[:, None], low)  # [n, M]
+  pts = jnp.sort(jnp.clip(jnp.concatenate([low[None], high[None], cand.ravel(),
+                                           po.STRIKE / scale]), low, high))
+  mids = 0.5 * (pts[1:] + pts[:-1])
+  widths = pts[1:] - pts[:-1]
+  span = high - low
+  integral = jnp.sum(widths[:, None] * jax.vmap(values_at)(mids), axis=0)
+  return jnp.where(span > 0, integral / jnp.where(span > 0, span, 1.0), values_at(low))
+
+
+def put_option_policy_values(action_fn, horizon: int, p_us, init_low, init_high, *,
+                             rho=0.0, grid_size: int = 1024, max_changes: int = 8,
+                             iters: int = 60) -> dict[str, Array]:
+  """Exact values of a Markov put-option policy ``action_fn(h, price) -> action``.
+
+  ``put_option_policy`` (breakpoints of the rule, per step) then ``put_option_piecewise_values``
+  (exact lattice values, integrated exactly over a uniform initial price). Fixed-shape JAX:
+  jit/vmap it over policies and params.
+
+  Args:
+    action_fn: ``(h [] int, price []) -> [] int`` action (``EXERCISE = 0`` / ``HOLD = 1``).
+    horizon: static ``H``.
+    p_us: ``[N]`` target up-probabilities.
+    init_low, init_high: ``[]`` initial-price range (equal: a fixed initial price).
+    rho: ``[]`` TV radius of a robust evaluation (0: expected return).
+    grid_size, max_changes, iters: static breakpoint-search settings (``put_option_policy``).
+
+  Returns:
+    dict with ``values [N]`` and ``max_count []``, the largest number of changes per step the
+    grid search saw (at most ``max_changes`` for an exact result).
+  """
+  policy = put_option_policy(action_fn, horizon, init_low, init_high, grid_size=grid_size,
+                             max_changes=max_changes, iters=iters)
+  values = put_option_piecewise_values(policy, p_us, init_low, init_high, rho)
+  return dict(values=values, max_count=jnp.max(policy.count))
+
+
+def _check_put_args(env, p_us, init_low, init_high) -> None:
+  from drjax.envs.put_option import PutOption  # pylint: disable=g-import-not-at-top
+
+  if not isinstance(env, PutOption):
+    raise TypeError(f"env must be a PutOption, got {type(env).__name__}")
+  if p_us is not None and _concrete_tree(p_us):
+    p = np.asarray(p_us, np.float64)
+    if p.ndim != 1 or not np.all((p >= 0) & (p <= 1)):
+      raise ValueError(f"p_us must be a 1-d array of probabilities in [0, 1], got {p_us!r}")
+  if _concrete_tree((init_low, init_high)):
+    lo, hi = np.asarray(init_low, np.float64), np.asarray(init_high, np.float64)
+    if lo.shape or hi.shape or not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= hi):
+      raise ValueError(f"init_low, init_high must be scalars with 0 < init_low <= init_high, "
+                       f"got init_low={init_low!r}, init_high={init_high!r}")
+
+
+def put_option_agent_policy(env, agent: Agent, qf: QFunction, init_low, init_high,
+                            **kwargs) -> PutPolicy:
+  """``PutPolicy`` of an agent's greedy policy ``agent.act(qf, h, env.phi_all(s), fail=False)``.
+
+  The exit state after exercising pays nothing whatever the policy does there, so the policy
+  only matters at the lattice nodes. ``**kwargs``: search settings of ``put_option_policy``.
+  """
+  _check_put_args(env, None, init_low, init_high)
+  return put_option_policy(_put_agent_action_fn(env, agent, qf), env.horizon, init_low,
+                           init_high, **kwargs)
+
+
+def put_option_optimal_policy(env, init_low, init_high, *, source_p_u=0.5, rho=0.0,
+                              **kwargs) -> PutPolicy:
+  """``PutPolicy`` of the optimal (``rho = 0``) or robust-optimal stopping rule of the source.
+
+  The rule is ``put_option.optimal_stopping_action(h, s, H, source_p_u, rho)``: robust against
+  every up-probability within TV distance ``rho`` of ``source_p_u`` at each hold (an (s, a)-
+  rectangular TV ball around the price move; for a put the worst case is ``source_p_u + rho``).
+  """
+  from drjax.envs.put_option import optimal_stopping_action  # pylint: disable=g-import-not-at-top
+
+  _check_put_args(env, None, init_low, init_high)
+  H = env.horizon
+  fn = lambda h, s: optimal_stopping_action(h, s, H, source_p_u, rho)  # noqa: E731
+  return put_option_policy(fn, H, init_low, init_high, **kwargs)
+
+
+def put_option_exact_values(env, agent: Agent, qf: QFunction, p_us, init_low, init_high,
+                            **kwargs) -> dict[str, Array]:
+  """Exact expected returns of an agent's greedy policy in put-option targets ``p_us``.
+
+  The initial price is uniform on ``[init_low, init_high]`` (the paper's per-episode draw; equal
+  bounds: a fixed ``s0``, the notebook's per-seed draw). No sampling noise: the lattice values are
+  exact and the average over ``s0`` is integrated exactly between the policy's breakpoints
+  (``put_option_policy_values``). Pure JAX; vmap over ``qf`` (seeds) at the call site.
+
+  Args:
+    env: a ``PutOption``.
+    agent: the agent that produced ``qf``.
+    qf: one ``QFunction``.
+    p_us: ``[N]`` target up-probabilities.
+    init_low, init_high: ``[]`` initial-price range (e.g. the source params' fields).
+    **kwargs: breakpoint-search settings of ``put_option_policy``.
+
+  Returns:
+    dict with ``values [N]`` and ``max_count []``.
+  """
+  _check_put_args(env, p_us, init_low, init_high)
+  return put_option_policy_values(_put_agent_action_fn(env, agent, qf), env.horizon, p_us,
+                                  init_low, init_high, **kwargs)
+
+
+def put_option_optimal_values(env, p_us, init_low, init_high, *, source_p_u=0.5, rho=0.0,
+                              **kwargs) -> dict[str, Array]:
+  """Exact target returns of the optimal (robust) stopping policy of the source domain.
+
+  See ``put_option_optimal_policy``; the policy is evaluated exactly in each target ``p_u`` like
+  a learned policy (``put_option_piecewise_values``).
+
+  Returns:
+    dict with ``values [N]`` and ``max_count []``.
+  """
+  _check_put_args(env, p_us, init_low, init_high)
+  policy = put_option_optimal_policy(env, init_low, init_high, source_p_u=source_p_u, rho=rho,
+                                     **kwargs)
+  return dict(values=put_option_piecewise_values(policy, p_us, init_low, init_high),
+              max_count=jnp.max(policy.count))

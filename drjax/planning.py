@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax import robust
+from drjax import _checks, robust
 from drjax.envs.base import LinearModel
 
 Array = jax.Array
@@ -140,6 +140,7 @@ def robust_dp(model: LinearModel, rho) -> PlanResult:
     rho = jnp.zeros((3, 4)).at[0, 3].set(0.5)
     res = robust_dp(model, rho)   # res.v[0, 0]: V_1^{*,rho}(x1)
   """
+  _checks.model(model)
   H, S, A, d = _dims(model)
   validate_rho(rho, H, d)
   dtype = jnp.result_type(model.phi, model.mu, model.reward)
@@ -180,6 +181,7 @@ def robust_evaluate(model: LinearModel, rho, policy) -> Array:
   Returns:
     ``[H + 1, S]`` robust values (``v[H] = 0``).
   """
+  _checks.model(model)
   H, S, A, d = _dims(model)
   validate_rho(rho, H, d)
   validate_policy(policy, H, S, A)
@@ -211,6 +213,7 @@ def nominal_evaluate(model: LinearModel, policy, transition=None) -> Array:
   Returns:
     ``[H + 1, S]`` values (``v[H] = 0``).
   """
+  _checks.model(model)
   H, S, A, d = _dims(model)
   validate_policy(policy, H, S, A)
   P = model.transition if transition is None else transition
@@ -247,6 +250,7 @@ def worst_case_kernel(model: LinearModel, rho, v_next_per_step) -> tuple[Array, 
   Returns:
     ``(mu_worst [H, d, S], kernel [H, S, A, S])``.
   """
+  _checks.model(model)
   H, S, A, d = _dims(model)
   validate_rho(rho, H, d)
   chex.assert_shape(v_next_per_step, (H, S))

@@ -23,6 +23,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from drjax import _checks
+
 Array = jax.Array
 
 _METHODS = ("exact", "grid", "exact+grid")
@@ -54,6 +56,7 @@ def gram(phi: Array, mask: Array, lam) -> Array:
   Returns:
     ``[d, d]`` symmetric positive definite ``Lambda``.
   """
+  _checks.ridge_args(phi, mask, lam)
   chex.assert_rank(phi, 2)
   chex.assert_shape(mask, (phi.shape[0],))
   chex.assert_rank(lam, 0)
@@ -163,6 +166,7 @@ def ridge_factors(phi: Array, mask: Array, lam) -> tuple[Array, Array, Array]:
   L^{-T} (L^{-1} Phi^T)`` (two triangular products), ``diag(Lambda^{-1})_i = ||L^{-1}[:, i]||^2``
   and ``||phi||^2_{Lambda^{-1}} = ||L^{-1} phi||^2`` for the bonuses.
   """
+  _checks.ridge_args(phi, mask, lam)
   chex.assert_rank(phi, 2)
   chex.assert_shape(mask, (phi.shape[0],))
   chex.assert_rank(lam, 0)
@@ -317,6 +321,7 @@ def alpha_max_exact(M: Array, v: Array, rho, horizon) -> tuple[Array, Array]:
     ``(nu, alpha_star)``, both ``[d]``. Among (numerically) tied maximisers the smallest
     ``alpha`` is returned.
   """
+  _checks.alpha_args(M, v, rho, horizon)
   chex.assert_rank(M, 2)
   chex.assert_shape(v, (M.shape[1],))
   chex.assert_rank(horizon, 0)
@@ -340,6 +345,7 @@ def make_grid(horizon, num_points: int, dtype=None) -> Array:
   Returns:
     ``[G]``; the spacing is ``H / (G - 1)``.
   """
+  _checks.grid_args(horizon, num_points)
   if num_points < 2:
     raise ValueError(f"num_points must be >= 2, got {num_points}")
   if dtype is None:
@@ -371,6 +377,7 @@ def alpha_max_grid(
   Returns:
     ``(nu, alpha_star)``, both ``[d]``; ties go to the smallest grid point.
   """
+  _checks.alpha_args(M, v, rho, horizon)
   chex.assert_rank(M, 2)
   chex.assert_shape(v, (M.shape[1],))
   chex.assert_rank(horizon, 0)
@@ -455,6 +462,7 @@ def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
   Returns:
     ``(value, alpha_star)``, both ``[]``; ``alpha_star`` is the smallest maximiser.
   """
+  _checks.tv_args(mu, V, rho)
   chex.assert_rank(mu, 1)
   chex.assert_shape(V, mu.shape)
   chex.assert_rank(rho, 0)
@@ -488,6 +496,7 @@ def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:
   Returns:
     ``[S]`` distribution ``nu``.
   """
+  _checks.tv_args(mu, V, rho)
   chex.assert_rank(mu, 1)
   chex.assert_shape(V, mu.shape)
   chex.assert_rank(rho, 0)

@@ -60,9 +60,10 @@ def test_linear_mdp_panels_match_independent_facts(results):
     # Returns lie in [0, H] = [0, 3].
     for c in p["curves"].values():
       assert 0.0 <= min(c["mean"]) and max(c["mean"]) <= 3.0
-    # Critical q against the closed form of exact planning, 1 - m - (1-p) m (1-m) / 2 (401-grid).
+    # Critical q against the closed form of exact planning, 1 - m - (1-p) m (1-m) / 2 (bisected
+    # to float32 rounding: 0.48012 for xi_norm = 0.1, not the midpoint of a grid cell).
     m, pp = 0.3 + xi, 0.001
-    assert abs(p["critical_q"] - (1 - m - (1 - pp) * m * (1 - m) / 2)) <= 1.0 / 400
+    assert abs(p["critical_q"] - (1 - m - (1 - pp) * m * (1 - m) / 2)) <= 1e-5
     assert p["critical_q_paper_formula"] == pytest.approx((4 - 2 * m * (3 - m)) / (4 - 2 * m))
   fig1 = _panels(results, "fig1")
   fig3 = _panels(results, "fig3")
@@ -89,6 +90,59 @@ def test_subopt_and_results_table(results):
   row = [r for r in table.splitlines() if r.startswith("| fig2 | rho0.3 |")][0]
   assert (f"| {cross:.3f} |" in row) if cross is not None else ("| none |" in row)
   assert f"LSVI {outputs.area(p['x'], c['LSVI-UCB']['mean']):.4f}" in row
+  assert "| paper | 2 | 4 | exact |" in row  # preset, seeds, K, evaluation of this row's run
+  crit = [r for r in table.splitlines() if r.startswith("| fig1 | xi0.1_rho0.5 |")][0]
+  assert "| 0.48012 (paper's formula" in crit
+  assert "All rows come from one run." in table
+
+
+def test_put_option_panels_are_exact_with_exact_references(results):
+  for tag, p in _panels(results, "fig2").items():
+    c, cfg = p["curves"], p["config"]
+    assert cfg["evaluation"].startswith("exact") and "test_episodes" not in cfg
+    assert cfg["breakpoint_max_changes_per_step"] <= 8
+    nonrobust = np.asarray(c["non-robust optimum (exact)"]["mean"])
+    robust = np.asarray(c["robust optimum (exact)"]["mean"])
+    # The source-optimal policy holds to maturity (the price is a martingale at p_u = 0.5): its
+    # value falls with p_u; the robust one (worst case p_u = 0.5 + rho) exercises earlier.
+    assert np.all(np.diff(nonrobust) < 0)
+    i = p["x"].index(0.85)
+    assert robust[i] > nonrobust[i] and robust[0] < nonrobust[0]
+    for name in ("LSVI-UCB", "DR-LSVI-UCB"):  # learned policies: between 0 and the best payoff
+      assert 0 <= min(c[name]["mean"]) and max(c[name]["mean"]) <= 100 - 95 * 0.98**9
+
+
+def test_results_md_says_when_rows_come_from_different_runs(tmp_path):
+  out = str(tmp_path)
+  panel = {"x": [0, 1], "x_label": "q", "curves": {
+      "LSVI-UCB": {"mean": [1, 2], "stderr": [0, 0]},
+      "DR-LSVI-UCB": {"mean": [2, 1], "stderr": [0, 0]}}}
+  for name, seeds, run in (("fig1", 3, "r1"), ("fig2", 7, "r2")):
+    cfg = dict(preset="paper", seeds=seeds, episodes=5, run=run, evaluation="exact ...")
+    outputs.write_figure(out, name, {"a": dict(panel, config=cfg)})
+  from drjax.paper import reproduce as rep
+  table = open(outputs.write_summary(out, rep.load_results(out), rep._header())).read()
+  assert "Rows come from 2 different runs" in table
+  assert "| fig1 | a | paper | 3 | 5 | exact | r1 | 0.500 |" in table
+  assert "| fig2 | a | paper | 7 | 5 | exact | r2 | 0.500 |" in table
+
+
+def test_fig1_alone_trains_only_rho_one_four_of_half(tmp_path, monkeypatch):
+  seen = {}
+
+  class Stop(Exception):
+    pass
+
+  def fake(preset, *, rhos, **kw):
+    seen["rhos"] = rhos
+    raise Stop
+
+  monkeypatch.setattr(paper, "run_linear_mdp", fake)
+  for names, want in ((["fig1"], (0.5,)), (["subopt", "fig1"], (0.5,)),
+                      (["fig1", "fig3"], paper.LINEAR_RHO)):
+    with pytest.raises(Stop):
+      cli.main(["reproduce", *names, "--out", str(tmp_path), "--quiet"])
+    assert tuple(seen["rhos"]) == tuple(want)
 
 
 def test_crossing_and_area_by_hand():
@@ -120,8 +174,8 @@ def test_interrupted_write_leaves_previous_results(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("argv,msg", [
     (["reproduce", "fig9"], "unknown figure 'fig9'"),
-    (["reproduce", "fig1", "--seeds", "0"], "--seeds must be an integer >= 1"),
-    (["reproduce", "fig1", "--episodes", "-3"], "--episodes must be an integer >= 1"),
+    (["reproduce", "fig1", "--seeds", "0"], "--seeds must be an integer in [1, 2147483647]"),
+    (["reproduce", "fig1", "--episodes", "-3"], "--episodes must be an integer in [1, 2147483647]"),
     (["reproduce", "fig1", "--preset", "colab"], "invalid choice: 'colab'"),
     (["train", "--rho", "1.5"], "--rho must lie in [0, 1]"),
     (["train", "--lam", "0"], "--lam must be > 0"),

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax import _checks
 from drjax.envs.base import FiniteEnvironment, LinearModel, sample_categorical
 
 Array = jax.Array
@@ -128,6 +129,8 @@ def target_params(source_params: LinearMDPParams, q) -> LinearMDPParams:
   Returns:
     ``LinearMDPParams`` with ``target = 1`` and the given ``q``.
   """
+  _checks.params_type(source_params, LinearMDPParams, "LinearMDP", "source_params")
+  _checks.numbers_(q=q)
   dtype = _float_dtype()
   q = jnp.asarray(q, dtype=dtype)
   shape = q.shape
@@ -198,6 +201,7 @@ class LinearMDP(FiniteEnvironment):
     Returns:
       ``LinearMDPParams`` (float scalars, not weakly typed, so jitted code does not retrace).
     """
+    _checks.numbers_(delta=delta, p=p, xi_norm=xi_norm, **({} if q is None else {"q": q}))
     dtype = _float_dtype()
     f = lambda x: jnp.asarray(x, dtype=dtype)  # noqa: E731
     params = LinearMDPParams(
@@ -217,6 +221,7 @@ class LinearMDP(FiniteEnvironment):
     ``delta + xi_norm <= 1`` (so every ``phi(s, a)`` is on the simplex, Assumption 1);
     ``0 <= q <= 1``; ``target`` in ``{0, 1}``.
     """
+    _checks.params_type(params, LinearMDPParams, "LinearMDP")
     v = {k: _concrete(k, x).astype(np.float64) for k, x in params._asdict().items()}
     for k, x in v.items():
       _check(np.isfinite(x), f"{k} must be finite", **{k: x})

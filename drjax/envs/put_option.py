@@ -19,7 +19,13 @@ Delta)``, anchors ``s_i = 80 + i Delta``, ``i = 0..d-1``, plus one payoff coordi
   the payoff exactly.
 
 The notebook draws one initial price per seed and reuses it in every episode; use
-``fixed_initial_price(key, params)`` (vmap it over seed keys). Params are traced under ``jit`` and
+``fixed_initial_price(key, params)`` (vmap it over seed keys).
+
+**The price lattice.** For a fixed initial price ``s0`` the price at step ``h`` (0-indexed) is
+``s0 * UP**j * DOWN**(h - j)`` after ``j`` up-moves, whatever their order: a recombining lattice
+with ``h + 1`` nodes at step ``h``. Given ``s0`` the put option is therefore a finite MDP, and
+``lattice_prices`` / ``lattice_value`` / ``optimal_stopping_action`` evaluate policies and optimal
+(robust) stopping on it exactly (``drjax.evaluate.put_option_exact_values`` builds on them). Params are traced under ``jit`` and
 cannot be checked there; build them with ``make_params`` or call ``validate``.
 """
 
@@ -33,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax import _checks
 from drjax.envs.base import Environment
 from drjax.envs.linear_mdp import _check, _concrete, _float_dtype
 
@@ -141,6 +148,7 @@ class PutOption(Environment):
   def make_params(self, p_u: float = 0.5, init_low: float = 95.0,
                   init_high: float = 105.0) -> PutOptionParams:
     """Builds and validates params eagerly (raises ``ValueError`` before anything is traced)."""
+    _checks.numbers_(p_u=p_u, init_low=init_low, init_high=init_high)
     dtype = _float_dtype()
     params = PutOptionParams(*(jnp.asarray(x, dtype) for x in (p_u, init_low, init_high)))
     self.validate(params)
@@ -151,6 +159,8 @@ class PutOption(Environment):
 
     For ``p_u`` of shape ``[N]`` every field gets shape ``[N]``, ready for ``jax.vmap``.
     """
+    _checks.params_type(source_params, PutOptionParams, "PutOption", "source_params")
+    _checks.numbers_(p_u=p_u)
     dtype = _float_dtype()
     p_u = jnp.asarray(p_u, dtype)
     b = lambda x: jnp.broadcast_to(jnp.asarray(x, dtype), p_u.shape)  # noqa: E731
@@ -159,6 +169,7 @@ class PutOption(Environment):
 
   def validate(self, params: PutOptionParams) -> None:
     """Host-side check: ``0 <= p_u <= 1``, ``0 < init_low <= init_high``; raises ``ValueError``."""
+    _checks.params_type(params, PutOptionParams, "PutOption")
     v = {k: _concrete(k, x).astype(np.float64) for k, x in params._asdict().items()}
     for k, x in v.items():
       _check(np.isfinite(x), f"{k} must be finite", **{k: x})
@@ -233,3 +244,118 @@ class PutOption(Environment):
     h_next = (state.h + 1).astype(jnp.int32)
     next_state = PutOptionState(price=next_price, exited=state.exited | exercise, h=h_next)
     return next_state, reward, h_next == self.horizon
+
+
+# ---------------------------------------------------------------------------------------------
+# The recombining price lattice: exact values for a fixed initial price.
+
+
+def lattice_nodes(horizon: int) -> tuple[np.ndarray, np.ndarray]:
+  """Static ``(h, j)`` index arrays of the ``H (H + 1) / 2`` lattice nodes (``0 <= j <= h < H``)."""
+  hs, js = np.tril_indices(horizon)
+  return hs.astype(np.int32), js.astype(np.int32)
+
+
+def lattice_prices(s0, horizon: int) -> Array:
+  """``[H, H]`` prices ``s0 * UP**j * DOWN**(h - j)`` of node ``(h, j)`` (``j`` up-moves).
+
+  Entries with ``j > h`` are not nodes of the lattice (they hold finite filler values).
+
+  Args:
+    s0: ``[]`` initial price.
+    horizon: static ``H``.
+
+  Returns:
+    ``[H, H]`` prices.
+  """
+  s0 = jnp.asarray(s0)
+  dtype = jnp.result_type(s0, float)
+  h = jnp.arange(horizon, dtype=dtype)[:, None]
+  j = jnp.arange(horizon, dtype=dtype)[None, :]
+  return s0.astype(dtype) * jnp.power(UP, j) * jnp.power(DOWN, h - j)
+
+
+def _hold_value(v_up: Array, v_down: Array, p_u, rho) -> Array:
+  """Worst case of ``p v_up + (1 - p) v_down`` over ``|p - p_u| <= rho``, ``p`` in [0, 1].
+
+  The TV distance between two price moves Bernoulli(p) and Bernoulli(p_u) is ``|p - p_u|``; the
+  objective is linear in ``p``, so the minimum is at an end of the interval (``rho = 0``: the
+  nominal expectation).
+  """
+  lo = jnp.clip(p_u - rho, 0.0, 1.0)
+  hi = jnp.clip(p_u + rho, 0.0, 1.0)
+  return jnp.minimum(lo * v_up + (1 - lo) * v_down, hi * v_up + (1 - hi) * v_down)
+
+
+def lattice_value(actions: Array, prices: Array, p_u, rho=0.0) -> Array:
+  """Exact (robust) value at the root of a node policy on the price lattice.
+
+  Backward induction ``V_H = 0``; at node ``(h, j)``: exercise pays ``max(0, 100 - s_{h,j})`` and
+  ends in the exit state (value 0 from then on); hold pays 0 and moves to ``(h+1, j+1)`` w.p.
+  ``p_u`` or ``(h+1, j)``. With ``rho > 0`` the up-probability of every hold is chosen adversarially
+  in ``[p_u - rho, p_u + rho]`` (an (s, a)-rectangular TV ball around the price move).
+
+  Args:
+    actions: ``[H, H]`` int actions (``EXERCISE``/``HOLD``) at node ``(h, j)``; ``j > h`` ignored.
+    prices: ``[H, H]`` node prices (``lattice_prices``).
+    p_u: ``[]`` up-probability of the domain.
+    rho: ``[]`` TV radius (0: the plain expected return).
+
+  Returns:
+    ``[]`` value ``V_0(s0)``.
+  """
+  chex.assert_rank(actions, 2)
+  chex.assert_equal_shape((actions, prices))
+  H = actions.shape[0]
+  dtype = jnp.result_type(prices, float)
+  payoff = jnp.maximum(0.0, STRIKE - prices)
+
+  def backward(v_next, h):  # v_next: [H + 1] values at step h + 1
+    hold = _hold_value(v_next[1:], v_next[:-1], p_u, rho)  # [H]
+    v = jnp.where(actions[h] == EXERCISE, payoff[h], hold)
+    return jnp.concatenate([v, jnp.zeros((1,), dtype)]), None
+
+  v0, _ = jax.lax.scan(backward, jnp.zeros((H + 1,), dtype), jnp.arange(H), reverse=True)
+  return v0[0]
+
+
+def optimal_stopping_action(h, price, horizon: int, p_u, rho=0.0) -> Array:
+  """Optimal (robust) action at step ``h`` and ``price``: exercise iff payoff > continuation.
+
+  The continuation value is the optimal (robust, see ``lattice_value``) value of holding, computed
+  by backward induction on the lattice rooted at ``price`` (``O(H^2)``). Ties go to hold (as in
+  the authors' notebook), with a rounding tolerance ``8 eps 100 H``: with ``p_u = 0.5`` and no
+  discounting the price is a martingale, holding is weakly optimal everywhere (Jensen) and, deep
+  in the money, exactly as good as exercising. The rule depends on ``(h, price)`` only, so it is a Markov policy that
+  can be evaluated in any target domain.
+
+  Args:
+    h: ``[]`` int step (0-indexed).
+    price: ``[]`` price.
+    horizon: static ``H``.
+    p_u: ``[]`` up-probability the policy is optimal for.
+    rho: ``[]`` TV radius of the robust version (0: non-robust optimal stopping).
+
+  Returns:
+    ``[]`` int32 action.
+  """
+  H = horizon
+  price = jnp.asarray(price)
+  dtype = jnp.result_type(price, float)
+  j = jnp.arange(H + 1, dtype=dtype)
+
+  def backward(v_next, t):  # absolute step t, relative depth t - h
+    depth = (t - h).astype(dtype)
+    prices = price * jnp.power(UP, j) * jnp.power(DOWN, depth - j)
+    hold = jnp.concatenate([_hold_value(v_next[1:], v_next[:-1], p_u, rho),
+                            jnp.zeros((1,), dtype)])
+    v = jnp.maximum(jnp.maximum(0.0, STRIKE - prices), hold)
+    return jnp.where(t > h, v, v_next), None
+
+  v_after, _ = jax.lax.scan(backward, jnp.zeros((H + 1,), dtype), jnp.arange(H), reverse=True)
+  cont = jnp.where(h >= H - 1, 0.0, _hold_value(v_after[1], v_after[0], p_u, rho))
+  payoff = jnp.maximum(0.0, STRIKE - price)
+  # With p_u = 0.5 the price is a martingale and, deep in the money, holding is worth exactly the
+  # payoff: rounding must not turn these ties into exercises.
+  tol = 8 * jnp.finfo(dtype).eps * STRIKE * H
+  return jnp.where(payoff > cont + tol, EXERCISE, HOLD).astype(jnp.int32)

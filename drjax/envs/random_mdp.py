@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax import _checks
 from drjax.envs.base import FiniteEnvironment, LinearModel, sample_categorical
 from drjax.envs.linear_mdp import _check, _concrete, _float_dtype
 
@@ -128,6 +129,11 @@ class RandomLinearMDP(FiniteEnvironment):
     Returns:
       ``RandomMDPParams``.
     """
+    if isinstance(concentration, bool) or not isinstance(concentration, (int, float, np.number)):
+      raise TypeError(f"concentration must be a Python float > 0, got {concentration!r}")
+    if not (np.isfinite(concentration) and concentration > 0):
+      raise ValueError(f"concentration must be a finite number > 0 (Dirichlet), got "
+                       f"{concentration!r}")
     return _sample_params(self, key, concentration)
 
   def _sample_params(self, key: chex.PRNGKey, concentration: float) -> RandomMDPParams:
@@ -169,6 +175,7 @@ class RandomLinearMDP(FiniteEnvironment):
     rewards ``phi . theta`` in ``[0, 1]`` and ``||theta_h||_2 <= sqrt(d)``; the fail state is
     absorbing with zero reward at every step and action. Raises ``ValueError`` naming the field.
     """
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
     v = {k: _concrete(k, x) for k, x in params._asdict().items()}
     batch = v["fail_state"].shape
     for k, shape in self._shapes.items():

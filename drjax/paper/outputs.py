@@ -50,6 +50,28 @@ def area(x, y):
   return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
 
 
+def _settings(panels: dict) -> str:
+  """"N seeds, K = k" (and the put-option evaluation) of a figure, from its panels' configs."""
+  cfgs = [p.get("config", {}) for p in panels.values()]
+  parts = []
+  for key, fmt in (("seeds", "{} seeds"), ("episodes", "K = {}"), ("preset", "preset {}")):
+    vals = sorted({str(c[key]) for c in cfgs if key in c})
+    if vals:
+      parts.append(fmt.format("/".join(vals)))
+  evals = {c.get("evaluation", "") for c in cfgs if c.get("env") == "put-option"}
+  if evals:
+    parts.append("exact lattice evaluation" if all(e.startswith("exact") for e in evals)
+                 else "Monte Carlo evaluation (common random numbers)")
+  return ", ".join(parts)
+
+
+def _title(name: str, panels: dict) -> str:
+  if name == "train":
+    envs = sorted({p.get("config", {}).get("env", "?") for p in panels.values()})
+    return f"drjax train: {', '.join(envs)}"
+  return TITLES.get(name, name)
+
+
 def _plot(name: str, panels: dict, path_base: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -58,20 +80,31 @@ def _plot(name: str, panels: dict, path_base: str) -> None:
   tags = list(panels)
   ncol = 3 if len(tags) >= 3 else len(tags)
   nrow = math.ceil(len(tags) / ncol)
-  fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
+  fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow + 0.4), squeeze=False)
+  log = name == "subopt"
+  dropped = set()
   for ax, tag in zip(axes.flat, tags):
     p = panels[tag]
-    x = np.asarray(p["x"])
+    x = np.asarray(p["x"], float)
     for cname, c in p["curves"].items():
-      m, se = np.asarray(c["mean"]), np.asarray(c["stderr"])
+      m, se = np.asarray(c["mean"], float), np.asarray(c["stderr"], float)
       exact = "exact" in cname or "bound" in cname
+      lo, hi = m - 1.96 * se, m + 1.96 * se
+      if log:  # zeros have no place on a log axis: leave them out (and say so) ...
+        zero = m <= 0
+        dropped |= {int(k) for k in x[zero]}
+        m = np.where(zero, np.nan, m)
+        floor = np.nanmin(m) / 2 if np.any(~zero) else 1.0
+        lo = np.where(zero, np.nan, np.maximum(lo, floor))  # ... and clip bands at the floor
+        hi = np.where(zero, np.nan, hi)
       ax.plot(x, m, ls="--" if exact else "-", color=COLORS.get(cname), label=cname,
               lw=1.2 if exact else 1.8)
       if not exact:
-        ax.fill_between(x, m - 1.96 * se, m + 1.96 * se, color=COLORS.get(cname), alpha=0.2)
+        ax.fill_between(x, lo, hi, color=COLORS.get(cname), alpha=0.2)
     if p.get("critical_q") is not None and np.isfinite(p["critical_q"]):
-      ax.axvline(p["critical_q"], color="k", ls=":", lw=1, label="critical q (exact)")
-    if name == "subopt":
+      ax.axvline(p["critical_q"], color="k", ls=":", lw=1,
+                 label=f"critical q = {p['critical_q']:.5f} (exact)")
+    if log:
       ax.set_xscale("log")
       ax.set_yscale("log")
     ax.set_title(p.get("title", tag), fontsize=9)
@@ -81,68 +114,186 @@ def _plot(name: str, panels: dict, path_base: str) -> None:
   for ax in list(axes.flat)[len(tags):]:
     ax.axis("off")
   axes.flat[0].legend(fontsize=6.5, loc="best")
-  fig.suptitle(TITLES.get(name, name) + " — mean and 95% band across seeds", fontsize=10)
+  title = f"{_title(name, panels)} — {_settings(panels)}; mean and 95% band across seeds"
+  if log and dropped:
+    ks = sorted(dropped)
+    shown = ", ".join(map(str, ks[:6])) + (", ..." if len(ks) > 6 else "")
+    title += (f"\nmean AveSubopt(k) = 0 at k = {shown} (not drawn on the log axis); bands "
+              "clipped at half the smallest positive mean")
+  fig.suptitle(title, fontsize=9)
   fig.tight_layout()
   fig.savefig(path_base + ".png", dpi=130)
   fig.savefig(path_base + ".pdf")
   plt.close(fig)
 
 
-def write_figure(out_dir: str, name: str, panels: dict) -> str:
-  """Writes ``out_dir/<name>/{<panel>.json, <name>.png, <name>.pdf}`` atomically."""
-  os.makedirs(out_dir, exist_ok=True)
+# Kill hook for the crash-recovery tests only: ``DRJAX_TEST_KILL_AT=<stage>`` ends the process
+# (``os._exit``) when ``write_figure`` reaches that stage. Stages, in order: ``writing`` (files
+# written, not yet marked complete), ``written`` (new directory complete), ``moved-old`` (previous directory moved aside, ``DIR/<name>`` missing),
+# ``moved-new`` (new directory in place, previous one not yet deleted).
+STAGES = ("writing", "written", "moved-old", "moved-new")
+_COMPLETE = ".complete"
+
+
+def _stage(name: str) -> None:
+  if os.environ.get("DRJAX_TEST_KILL_AT") == name:
+    os._exit(99)
+
+
+def _pid_alive(pid: int) -> bool:
+  if pid == os.getpid():
+    return True
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:  # exists, owned by someone else
+    return True
+  return True
+
+
+def _temp_entries(out_dir: str, name: str):
+  """``(path, kind, pid)`` of this figure's temporary directories (``.<name>.<kind>.<pid>.*``)."""
+  prefix = f".{name}."
+  found = []
+  try:
+    entries = os.listdir(out_dir)
+  except OSError:
+    return found
+  for e in entries:
+    if not e.startswith(prefix):
+      continue
+    parts = e[len(prefix):].split(".")
+    if len(parts) >= 3 and parts[0] in ("new", "old") and parts[1].isdigit():
+      found.append((os.path.join(out_dir, e), parts[0], int(parts[1])))
+  return found
+
+
+def recover(out_dir: str, name: str) -> str | None:
+  """Completes or undoes a figure-directory swap that a killed run left half done; cleans up.
+
+  If ``out_dir/<name>`` is missing, the newest *complete* new directory of a dead run is moved into
+  place (the swap is completed), else the newest previous directory moved aside is restored.
+  Temporary directories of runs that are no longer alive are then deleted (those of live
+  processes, e.g. a concurrent run, are left alone). Returns what was done, or None.
+  """
   final = os.path.join(out_dir, name)
-  tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir)
+  stale = [(p, kind) for p, kind, pid in _temp_entries(out_dir, name) if not _pid_alive(pid)]
+  action = None
+  if not os.path.exists(final):
+    mtime = lambda p: os.stat(p).st_mtime  # noqa: E731
+    new = sorted((p for p, kind in stale
+                  if kind == "new" and os.path.exists(os.path.join(p, _COMPLETE))), key=mtime)
+    old = sorted((p for p, kind in stale if kind == "old"), key=mtime)
+    pick = new[-1] if new else (old[-1] if old else None)
+    if pick is not None:
+      os.rename(pick, final)
+      action = ("completed" if new else "restored") + f" {final} from {os.path.basename(pick)}"
+  marker = os.path.join(final, _COMPLETE)
+  if os.path.exists(marker):
+    os.remove(marker)
+  for p, _ in stale:
+    if os.path.exists(p):
+      shutil.rmtree(p, ignore_errors=True)
+  return action
+
+
+def write_figure(out_dir: str, name: str, panels: dict) -> str:
+  """Writes ``out_dir/<name>/{<panel>.json, <name>.png, <name>.pdf}`` atomically.
+
+  Everything goes to ``out_dir/.<name>.new.<pid>.*`` first, marked complete when done; then the
+  previous ``out_dir/<name>`` is renamed to ``.<name>.old.<pid>.*``, the new directory renamed into
+  place and the old one deleted. A run killed anywhere in between leaves a state that ``recover``
+  (called first by every later write) turns back into a complete ``out_dir/<name>``.
+  """
+  os.makedirs(out_dir, exist_ok=True)
+  recover(out_dir, name)
+  final = os.path.join(out_dir, name)
+  pid = os.getpid()
+  tmp = tempfile.mkdtemp(prefix=f".{name}.new.{pid}.", dir=out_dir)
+  old = None
   try:
     for tag, panel in panels.items():
       with open(os.path.join(tmp, f"{tag}.json"), "w") as f:
         json.dump(panel, f, indent=1, allow_nan=True)
     _plot(name, panels, os.path.join(tmp, name))
-    old = None
+    _stage("writing")
+    open(os.path.join(tmp, _COMPLETE), "w").close()
+    _stage("written")
     if os.path.exists(final):
-      old = tempfile.mkdtemp(prefix=f".{name}-old-", dir=out_dir)
-      os.rename(final, os.path.join(old, name))
+      old = tempfile.mkdtemp(prefix=f".{name}.old.{pid}.", dir=out_dir)
+      os.rmdir(old)
+      os.rename(final, old)
+      _stage("moved-old")
     os.rename(tmp, final)
+    tmp = None
+    _stage("moved-new")
+    os.remove(os.path.join(final, _COMPLETE))
     if old:
       shutil.rmtree(old, ignore_errors=True)
   except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp is not None:
+      shutil.rmtree(tmp, ignore_errors=True)
+    if old is not None and not os.path.exists(final) and os.path.exists(old):
+      os.rename(old, final)
     raise
   return final
 
 
+def _row_settings(p: dict) -> str:
+  c = p.get("config", {})
+  ev = c.get("evaluation", "")
+  ev = "exact" if ev.startswith("exact") else ("MC" if ev else "")
+  return (f"{c.get('preset', '?')} | {c.get('seeds', '?')} | {c.get('episodes', '?')} | {ev} | "
+          f"{c.get('run', '?')}")
+
+
 def summary_rows(name: str, panels: dict) -> list[str]:
+  """One ``results.md`` row per panel, with the settings of the run that produced it."""
   rows = []
   for tag, p in panels.items():
     c = p["curves"]
+    head = f"| {name} | {tag} | {_row_settings(p)} |"
     if name == "subopt":
       s = p.get("slopes", {})
       last = {k: c[k]["mean"][-1] for k in ("DR-LSVI-UCB", "LSVI-UCB")}
-      rows.append(f"| {name} | {tag} | DR {s.get('DR-LSVI-UCB', float('nan')):.3f}, "
+      rows.append(f"{head} DR {s.get('DR-LSVI-UCB', float('nan')):.3f}, "
                   f"LSVI {s.get('LSVI-UCB', float('nan')):.3f} | DR "
-                  f"{last['DR-LSVI-UCB']:.4f}, LSVI {last['LSVI-UCB']:.4f} | |")
+                  f"{last['DR-LSVI-UCB']:.4f}, LSVI {last['LSVI-UCB']:.4f} |")
       continue
     x = p["x"]
     cross = crossing(x, c["DR-LSVI-UCB"]["mean"], c["LSVI-UCB"]["mean"])
     cross_s = "none" if cross is None else f"{cross:.3f}"
     crit = p.get("critical_q")
-    crit_s = "" if crit is None else f"{crit:.3f} (paper's formula {p['critical_q_paper_formula']:.3f})"
-    rows.append(f"| {name} | {tag} | {cross_s} | AUC LSVI {area(x, c['LSVI-UCB']['mean']):.4f}, "
+    crit_s = "" if crit is None else (
+        f"{crit:.5f} (paper's formula {p['critical_q_paper_formula']:.3f})")
+    rows.append(f"{head} {cross_s} | AUC LSVI {area(x, c['LSVI-UCB']['mean']):.4f}, "
                 f"DR {area(x, c['DR-LSVI-UCB']['mean']):.4f} | {crit_s} |")
   return rows
 
 
 def write_summary(out_dir: str, sections: dict, header: str) -> str:
-  """Writes ``out_dir/results.md`` (atomically) for all figures in ``sections`` {name: panels}."""
-  lines = [header, "",
-           "| figure | panel | DR/LSVI curves cross at | area under curve | exact critical q |",
-           "|---|---|---|---|---|"]
+  """Writes ``out_dir/results.md`` (atomically) for all figures in ``sections`` {name: panels}.
+
+  The table is regenerated from the panel JSON files, one row per panel, with the preset, seeds,
+  K, evaluation and run (start time and process) each row came from: figures written by different
+  runs into one directory are never merged silently.
+  """
+  runs = sorted({p.get("config", {}).get("run", "?") for ps in sections.values()
+                 for p in ps.values()})
+  note = (f"Rows come from {len(runs)} different runs (column `run`): compare their settings "
+          "before comparing their numbers." if len(runs) > 1 else
+          "All rows come from one run.")
+  cols = "| figure | panel | preset | seeds | K | evaluation | run |"
+  lines = [header, "", note, "",
+           f"{cols} DR/LSVI curves cross at | area under curve | exact critical q |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
   for name, panels in sections.items():
     if name != "subopt":
       lines += summary_rows(name, panels)
   if "subopt" in sections:
-    lines += ["", "| figure | panel | fitted slope of log AveSubopt vs log k | AveSubopt(K) | |",
-              "|---|---|---|---|---|"]
+    lines += ["", f"{cols} fitted slope of log AveSubopt vs log k | AveSubopt(K) |",
+              "|---|---|---|---|---|---|---|---|---|"]
     lines += summary_rows("subopt", sections["subopt"])
   path = os.path.join(out_dir, "results.md")
   fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".md", dir=out_dir)

@@ -112,6 +112,7 @@ assert tuple(PRESETS) == PRESET_NAMES
 
 LINEAR_XI = (0.1, 0.2, 0.3)
 LINEAR_RHO = (0.3, 0.4, 0.5)
+FIG1_RHO = 0.5  # Figure 1 and the AveSubopt figure
 LINEAR_Q = tuple(np.round(np.linspace(0.0, 1.0, 21), 4))
 PUT_RHO = (0.3, 0.4, 0.5)
 PUT_PU = tuple(np.round(np.linspace(0.15, 0.85, 29), 4))
@@ -170,12 +171,26 @@ def _linear_program(preset: Preset, episodes: int):
     ls_curves = jax.vmap(lambda qf: learned_in_targets(ls, qf))(out.final_qf)
     ls_sub = jax.vmap(lambda qfs: subopt(ls, qfs, zero_rho))(out.qf)
     nonrobust_ref = values_in_targets(planning.robust_dp(model, zero_rho).policy)
-    # Exact critical q: where the target-optimal first action at x1 switches.
-    fine_models = jax.vmap(env.model)(target_params(params, fine_qs))
-    first = jax.vmap(lambda m: planning.robust_dp(m, zero_rho).policy[0, 0])(fine_models)
+    # Exact critical q: where the target-optimal first action at x1 switches. A grid brackets
+    # the first switch; bisection then narrows the bracket to rounding precision.
+    def first_action(q):
+      return planning.robust_dp(env.model(target_params(params, q)), zero_rho).policy[0, 0]
+
+    first = jax.vmap(first_action)(fine_qs)
+    change = first[1:] != first[:-1]
+    i = jnp.argmax(change)
+
+    def bisect(_, lr):
+      lo, hi = lr
+      mid = 0.5 * (lo + hi)
+      same = first_action(mid) == first[i]
+      return jnp.where(same, mid, lo), jnp.where(same, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, 60, bisect, (fine_qs[i], fine_qs[i + 1]))
+    critical = jnp.where(jnp.any(change), 0.5 * (lo + hi), jnp.nan)
     return dict(dr=dr_curves, ls=ls_curves, dr_sub=dr_sub, ls_sub=ls_sub, dr_err=dr_err,
                 ls_err=out.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
-                first_action=first)
+                critical_q=critical)
 
   return env, jax.jit(jax.vmap(per_instance, in_axes=(0, None, None, None, None, None)))
 
@@ -189,7 +204,9 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
     policies; ``dr_sub [X, R, S, K]`` / ``ls_sub [X, S, K]`` AveSubopt(k) (robust with the run's
     rho for DR-LSVI-UCB, nominal for LSVI-UCB); ``dr_err``/``ls_err`` estimation errors;
     ``robust_ref [X, R, Q]`` / ``nonrobust_ref [X, Q]`` exact returns of the exact optimal robust
-    and non-robust policies; ``critical_q [X]``; timings.
+    and non-robust policies; ``critical_q [X]``, the exact critical perturbation (the first q where
+    the target-optimal action at x1, step 1 switches: bracketed on a ``fine_q`` grid, then bisected
+    to rounding precision; NaN if it never switches); timings.
   """
   env, program = _linear_program(preset, episodes)
   H, d = env.horizon, env.feature_dim
@@ -203,67 +220,97 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
   out = jax.device_get(program(params, keys, hp_dr, hp_ls, jnp.asarray(qs), jnp.asarray(fine)))
   elapsed = time.perf_counter() - t0
   res = {k: np.asarray(v) for k, v in out.items()}
-  first = res.pop("first_action")  # [X, fine]
-  res["critical_q"] = np.array([_switch_point(fine, f) for f in first])
   res["seconds"] = elapsed
   res.update(xi_norms=np.asarray(xi_norms), rhos=np.asarray(rhos), qs=np.asarray(qs))
   return res
-
-
-def _switch_point(x, labels):
-  """First x where ``labels`` changes (midpoint of the bracketing grid points), NaN if none."""
-  change = np.nonzero(labels[1:] != labels[:-1])[0]
-  if change.size == 0:
-    return float("nan")
-  i = change[0]
-  return float(0.5 * (x[i] + x[i + 1]))
 
 
 # ---------------------------------------------------------------------------------------------
 # American put option: Figure 2.
 
 
+PUT_EVALUATIONS = ("exact", "mc")
+
+
 @functools.lru_cache(maxsize=None)
-def _put_program(preset: Preset, episodes: int, test_episodes: int):
+def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: str):
   env = PutOption(variant=preset.put_variant)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   agents = agents_for(preset, env, episodes)
   dr, ls = agents["dr-lsvi-ucb"], agents["lsvi-ucb"]
   train_dr = make_train(env, dr, episodes)
   train_ls = make_train(env, ls, episodes)
+  fixed = preset.put_fixed_init
 
-  def program(params, keys, eval_keys, hp_dr, hp_ls, p_us):
+  def program(params, keys, eval_keys, hp_dr, hp_ls, p_us, ref_rhos):
     # params: one source params per seed ([S] leaves).
-    def seed_curves(agent, qf, prm, ek):
-      targets = env.target_params(prm, p_us)
-
-      def one(t):
-        r = evaluate.mc_evaluate(env, agent, qf, t, ek, test_episodes)
-        return r["mean"]
-      return jax.vmap(one)(targets)  # [T]
-
     def run(train, agent, hp):
       out = jax.vmap(train, in_axes=(0, None, 0))(keys, hp, params)
-      curves = jax.vmap(lambda qf, prm, ek: seed_curves(agent, qf, prm, ek))(
-          out.final_qf, params, eval_keys)
+      if evaluation == "exact":  # the policies' breakpoints; valued below, all in one batch
+        return jax.vmap(lambda qf, prm: evaluate.put_option_agent_policy(
+            env, agent, qf, prm.init_low, prm.init_high))(out.final_qf, params), out.returns
+      curves = jax.vmap(lambda qf, prm, ek: jax.vmap(
+          lambda t: evaluate.mc_evaluate(env, agent, qf, t, ek, test_episodes)["mean"])(
+              env.target_params(prm, p_us)))(out.final_qf, params, eval_keys)
       return curves, out.returns
 
-    dr_curves, dr_ret = jax.vmap(lambda hp: run(train_dr, dr, hp))(hp_dr)
-    ls_curves, ls_ret = run(train_ls, ls, hp_ls)
-    return dict(dr=dr_curves, ls=ls_curves, dr_train=dr_ret, ls_train=ls_ret)
+    dr_pol, dr_ret = jax.vmap(lambda hp: run(train_dr, dr, hp))(hp_dr)  # [R, S, ...]
+    ls_pol, ls_ret = run(train_ls, ls, hp_ls)  # [S, ...]
+    # Exact optimal stopping policies of the source (non-robust: rho = 0; robust per rho), per
+    # seed (each seed's initial price range; identical across seeds for the paper preset).
+    ref_pol = jax.vmap(lambda prm: jax.vmap(lambda r: evaluate.put_option_optimal_policy(
+        env, prm.init_low, prm.init_high, source_p_u=prm.p_u, rho=r))(ref_rhos))(
+            params if fixed else jax.tree_util.tree_map(lambda x: x[:1], params))  # [S', 1+R]
+
+    def values(policies, prm):  # one batch of [B] policies, one source params
+      return jax.vmap(lambda pol: evaluate.put_option_piecewise_values(
+          pol, p_us, prm.init_low, prm.init_high, integrate=not fixed))(policies)
+
+    R = hp_dr.rho.shape[0]
+    if evaluation == "exact":
+      # One batch per seed: R DR-LSVI-UCB policies, the LSVI-UCB one, 1 + R references.
+      nref = ref_pol.count.shape[0]
+      per_seed = jax.tree_util.tree_map(
+          lambda a, b, c: jnp.concatenate(
+              [jnp.swapaxes(a, 0, 1), b[:, None],
+               jnp.broadcast_to(c, (b.shape[0],) + c.shape[1:]) if nref == 1 else c], axis=1),
+          dr_pol, ls_pol, ref_pol)  # [S, R + 1 + 1 + R, ...]
+      vals = jax.vmap(values)(per_seed, params)  # [S, 2R + 2, T]
+      dr_curves = jnp.swapaxes(vals[:, :R], 0, 1)
+      ls_curves = vals[:, R]
+      ref = vals[:, R + 1:] if fixed else vals[:1, R + 1:]
+      count = jnp.max(per_seed.count)
+    else:
+      dr_curves, ls_curves = dr_pol, ls_pol
+      ref = jax.vmap(values)(ref_pol, jax.tree_util.tree_map(lambda x: x[:ref_pol.count.shape[0]],
+                                                            params))
+      count = jnp.max(ref_pol.count)
+    return dict(dr=dr_curves, ls=ls_curves, dr_train=dr_ret, ls_train=ls_ret, ref=ref,
+                max_count=count)
 
   return env, jax.jit(program)
 
 
 def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episodes: int = 100,
-                   rhos=PUT_RHO, p_us=PUT_PU) -> dict:
-  """Figure 2: both algorithms on the put option, Monte Carlo returns on every target p_u.
+                   rhos=PUT_RHO, p_us=PUT_PU, evaluation: str = "exact") -> dict:
+  """Figure 2: both algorithms on the put option, returns of the final policies on every target.
 
-  Each seed's two (or more) policies face the same random draws in every target episode (common
-  random numbers via ``evaluate.episode_key``). Returns ``dr [R, S, T]``, ``ls [S, T]`` (mean
-  return over ``test_episodes`` per seed and target) and timings.
+  ``evaluation="exact"`` (default): each seed's final greedy policy is valued exactly on the
+  recombining price lattice (``evaluate.put_option_exact_values``), averaged exactly over the
+  initial price ``s0 ~ U[95, 105]`` (paper preset) or at the seed's fixed ``s0`` (notebook
+  preset). ``evaluation="mc"``: Monte Carlo over ``test_episodes`` episodes per seed and target,
+  both algorithms facing the same random draws (common random numbers, ``evaluate.episode_key``).
+
+  Returns:
+    ``dr [R, S, T]``, ``ls [S, T]`` (value per seed and target), ``ref [S', 1 + R, T]`` exact
+    target values of the source-optimal stopping policy (index 0) and of the robust-optimal one
+    for each rho (``S' = S`` with a per-seed initial price, else 1), ``max_count`` (largest number
+    of policy changes per step found by the breakpoint search), and timings.
   """
-  env, program = _put_program(preset, episodes, test_episodes)
+  if evaluation not in PUT_EVALUATIONS:
+    raise ValueError(f"evaluation must be one of {PUT_EVALUATIONS}, got {evaluation!r}")
+  env, program = _put_program(preset, episodes, test_episodes if evaluation == "mc" else 0,
+                              evaluation)
   H, d = env.horizon, env.feature_dim
   k_train, k_init, k_eval = jax.random.split(key, 3)
   source = env.make_params(p_u=0.5)
@@ -275,13 +322,14 @@ def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episo
   hp_dr = make_hparams(H, d, rho=np.stack([np.full((H, d), r) for r in rhos]),
                        beta=np.full(len(rhos), preset.beta), lam=np.full(len(rhos), preset.lam))
   hp_ls = make_hparams(H, d, rho=0.0, beta=preset.beta, lam=preset.lam)
+  ref_rhos = jnp.asarray((0.0,) + tuple(rhos), hp_ls.lam.dtype)
   t0 = time.perf_counter()
   out = jax.device_get(program(params, jax.random.split(k_train, seeds),
                                jax.random.split(k_eval, seeds), hp_dr, hp_ls,
-                               jnp.asarray(p_us)))
+                               jnp.asarray(p_us, hp_ls.lam.dtype), ref_rhos))
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = time.perf_counter() - t0
-  res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us))
+  res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us), evaluation=evaluation)
   return res
 
 
@@ -337,9 +385,9 @@ def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names
       tag = f"xi{xi:g}_rho{rho:g}"
       if "fig3" in panels:
         panels["fig3"][tag] = panel
-      if "fig1" in panels and math.isclose(rho, 0.5):
+      if "fig1" in panels and math.isclose(rho, FIG1_RHO):
         panels["fig1"][tag] = panel
-      if "subopt" in panels and math.isclose(rho, 0.5):
+      if "subopt" in panels and math.isclose(rho, FIG1_RHO):
         k = np.arange(1, episodes + 1, dtype=np.float64)
         dr_sub, ls_sub = res["dr_sub"][xi_i, r_i], res["ls_sub"][xi_i]
         bound = evaluate.theorem1_bound(res["dr_err"][xi_i, r_i].mean(0), H=3, d=4, p=SUBOPT_P,
@@ -368,21 +416,49 @@ def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names
   return panels
 
 
+PUT_REFERENCE_NOTE = (
+    "exact target returns of the optimal stopping policies of the source (p_u = 0.5): "
+    "non-robust = optimal in the source (with no discounting the price is a martingale, so it "
+    "holds to the last step); robust = optimal against every up-probability within TV distance "
+    "rho of 0.5 at each hold (an (s, a)-rectangular TV ball around the price move, worst case "
+    "p_u = 0.5 + rho). The paper's d-rectangular robust optimum is not defined for the put option: "
+    "its features are not a linear MDP (no factor distributions mu_h,i exist)")
+
+
 def put_panels(res: dict, preset: Preset, *, seeds: int, episodes: int,
                test_episodes: int) -> dict:
+  """Panels of fig2 (one per rho) from ``run_put_option``."""
+  evaluation = str(res.get("evaluation", "exact"))
+  if evaluation == "exact":
+    how = ("exact expected return of each seed's final greedy policy, by backward induction on "
+           "the recombining price lattice, " + (
+               "at the seed's fixed initial price" if preset.put_fixed_init else
+               "integrated exactly over s0 ~ U[95, 105] (piecewise linear between the policy's "
+               "breakpoints)"))
+  else:
+    how = ("Monte Carlo mean return of each seed's final greedy policy over test_episodes "
+           "episodes, common random numbers across algorithms")
   base = dict(env="put-option", seeds=seeds, episodes=episodes, preset=preset.name,
               beta=preset.beta, **{"lambda": preset.lam}, bonus=preset.bonus, clip=preset.clip,
-              tie_break=preset.tie_break, variant=preset.put_variant, fixed_initial_price=preset.put_fixed_init, H=10,
-              num_anchors=20, source_p_u=0.5, test_episodes=test_episodes,
-              evaluation=("Monte Carlo mean return of each seed's final greedy policy over "
-                          "test_episodes episodes, common random numbers across algorithms"))
+              tie_break=preset.tie_break, variant=preset.put_variant,
+              fixed_initial_price=preset.put_fixed_init, H=10, num_anchors=20, source_p_u=0.5,
+              evaluation=how, reference_note=PUT_REFERENCE_NOTE,
+              breakpoint_max_changes_per_step=int(res.get("max_count", 0)))
+  if evaluation == "mc":
+    base["test_episodes"] = test_episodes
+  if preset.put_fixed_init:
+    base["reference_average"] = "mean over the seeds' fixed initial prices"
+  ref = np.asarray(res["ref"])  # [S', 1 + R, T]
+  ref_mean = ref.mean(axis=0)
   panels = {}
   for r_i, rho in enumerate(res["rhos"]):
     panels[f"rho{rho:g}"] = {
         "x": res["p_us"].tolist(),
         "x_label": "price-up probability p_u of the target",
         "y_label": "average reward in the target domain",
-        "curves": {"LSVI-UCB": _curve(res["ls"]), "DR-LSVI-UCB": _curve(res["dr"][r_i])},
+        "curves": {"LSVI-UCB": _curve(res["ls"]), "DR-LSVI-UCB": _curve(res["dr"][r_i]),
+                   "robust optimum (exact)": _exact(ref_mean[1 + r_i]),
+                   "non-robust optimum (exact)": _exact(ref_mean[0])},
         "title": f"rho = {rho:g}",
         "config": dict(base, rho=float(rho), rho_note="rho_{h,i} = rho for all h, i"),
     }

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import sys
+import tempfile
 import time
 
 import jax
@@ -19,62 +20,114 @@ def _log(quiet, msg):
 
 
 def check_out_dir(out: str) -> None:
-  """Raises ``ValueError`` (one line) unless ``out`` is a usable directory; creates nothing."""
+  """Raises ``ValueError`` (one line) unless files can be written in ``out``.
+
+  Creates ``out`` (and missing parents) if needed, then creates and removes a probe file in it,
+  so unusable targets (``''``, ``/proc/x``, names longer than the filesystem allows, read-only
+  or full file systems) fail here, before any training. Directories it created are removed again
+  when the probe fails.
+  """
+  if not isinstance(out, str) or not out.strip():
+    raise ValueError(f"--out must be a directory name, got {out!r}")
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f"--out {out!r} exists and is not a directory")
-  probe = out
-  while not os.path.exists(probe):
-    parent = os.path.dirname(os.path.abspath(probe))
-    if parent == probe:
-      break
-    probe = parent
-  if not os.access(probe, os.W_OK | os.X_OK):
-    raise ValueError(f"--out {out!r} is not writable")
+  created = []
+  try:
+    probe_dir = os.path.abspath(out)
+    missing = []
+    while not os.path.exists(probe_dir):
+      missing.append(probe_dir)
+      parent = os.path.dirname(probe_dir)
+      if parent == probe_dir:
+        break
+      probe_dir = parent
+    for d in reversed(missing):
+      os.mkdir(d)
+      created.append(d)
+    fd, probe = tempfile.mkstemp(prefix=".drjax-probe-", dir=out)
+    os.close(fd)
+    os.remove(probe)
+  except OSError as e:
+    for d in reversed(created):
+      try:
+        os.rmdir(d)
+      except OSError:
+        pass
+    reason = e.strerror or type(e).__name__
+    raise ValueError(f"--out {out!r} is not a writable directory ({reason})") from None
+
+
+def _recover_all(out: str, quiet: bool) -> None:
+  """Finishes or undoes figure-directory swaps a killed run left half done; cleans temp dirs."""
+  for name in paper.FIGURES + ("train",):
+    done = outputs.recover(out, name)
+    if done:
+      _log(quiet, f"[drjax] {done} (left by an interrupted run)")
 
 
 def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str = "paper",
-              test_episodes: int = 100, seed: int = 0, quiet: bool = False) -> dict:
+              test_episodes: int = 100, seed: int = 0, quiet: bool = False,
+              evaluation: str = "exact") -> dict:
   """Runs the requested figures and writes ``out/<NAME>/`` and ``out/results.md``.
 
   Returns a dict with the per-family timings (seconds, including compilation).
   """
   pre = paper.PRESETS[preset]
   names = list(dict.fromkeys(names))
+  _recover_all(out, quiet)
+  run = _run_id()
   key = jax.random.PRNGKey(seed)
   k_lin, k_put = jax.random.split(key)
   timings = {}
   lin_names = [n for n in names if n in ("fig1", "fig3", "subopt")]
   if lin_names:
     s = seeds or paper.DEFAULT_SEEDS["linear-mdp"]
-    _log(quiet, f"[drjax] linear MDP ({', '.join(lin_names)}): 3 xi_norm x 3 rho_1,4 x {s} seeds "
-                f"x {episodes} episodes, both algorithms, 21 targets (exact) ...")
+    # fig1 and subopt use rho_1,4 = 0.5 only; the other two levels are trained for fig3 alone.
+    rhos = paper.LINEAR_RHO if "fig3" in lin_names else (paper.FIG1_RHO,)
+    _log(quiet, f"[drjax] linear MDP ({', '.join(lin_names)}): {len(paper.LINEAR_XI)} xi_norm x "
+                f"{len(rhos)} rho_1,4 {list(rhos)} x {s} seeds x {episodes} episodes, both "
+                f"algorithms, 21 targets (exact) ...")
     t0 = time.perf_counter()
-    res = paper.run_linear_mdp(pre, seeds=s, episodes=episodes, key=k_lin)
+    res = paper.run_linear_mdp(pre, seeds=s, episodes=episodes, key=k_lin, rhos=rhos)
     panels = paper.linear_panels(res, pre, seeds=s, episodes=episodes, names=lin_names)
     for n in lin_names:
-      outputs.write_figure(out, n, panels[n])
+      outputs.write_figure(out, n, _stamp(panels[n], run))
       _log(quiet, f"[drjax]   wrote {os.path.join(out, n)}/ ({len(panels[n])} panels)")
     timings["linear-mdp"] = time.perf_counter() - t0
     _log(quiet, f"[drjax]   {timings['linear-mdp']:.1f} s")
   if "fig2" in names:
     s = seeds or paper.DEFAULT_SEEDS["put-option"]
+    how = ("exact, price lattice" if evaluation == "exact" else
+           f"{test_episodes} test episodes, Monte Carlo with common random numbers")
     _log(quiet, f"[drjax] put option (fig2): 3 rho x {s} seeds x {episodes} episodes, both "
-                f"algorithms, 29 targets x {test_episodes} test episodes (Monte Carlo, CRN) ...")
+                f"algorithms, 29 targets ({how}) ...")
     t0 = time.perf_counter()
     res = paper.run_put_option(pre, seeds=s, episodes=episodes, key=k_put,
-                               test_episodes=test_episodes)
+                               test_episodes=test_episodes, evaluation=evaluation)
     panels = paper.put_panels(res, pre, seeds=s, episodes=episodes, test_episodes=test_episodes)
-    outputs.write_figure(out, "fig2", panels["fig2"])
+    outputs.write_figure(out, "fig2", _stamp(panels["fig2"], run))
     timings["put-option"] = time.perf_counter() - t0
     _log(quiet, f"[drjax]   wrote {os.path.join(out, 'fig2')}/ ({timings['put-option']:.1f} s)")
-  path = outputs.write_summary(out, load_results(out), header=_header(preset))
+  path = outputs.write_summary(out, load_results(out), header=_header())
   _log(quiet, f"[drjax] wrote {path}")
   return timings
 
 
-def _header(preset):
-  return (f"# drjax results\n\nPreset of the last run: `{preset}`. Every panel's full configuration "
-          "is in its JSON file (`config`). Crossing: first perturbation where the DR-LSVI-UCB and "
+def _run_id() -> str:
+  return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + f"/{os.getpid()}"
+
+
+def _stamp(panels: dict, run: str) -> dict:
+  """Records the run (start time and process) in every panel's config."""
+  for p in panels.values():
+    p["config"]["run"] = run
+  return panels
+
+
+def _header():
+  return ("# drjax results\n\nOne row per panel JSON found under this directory, with the "
+          "settings of the run that wrote it. Every panel's full configuration is in its JSON "
+          "file (`config`). Crossing: first perturbation where the DR-LSVI-UCB and "
           "LSVI-UCB mean curves cross (linear interpolation). Area: trapezoid rule over the "
           "perturbation grid.")
 
@@ -93,7 +146,8 @@ def load_results(out: str) -> dict:
 
 
 def train(*, env: str, out: str, rhos, seeds: int, episodes: int, preset: str, beta: float,
-          lam: float, xi_norm: float, test_episodes: int, seed: int, quiet: bool) -> dict:
+          lam: float, xi_norm: float, test_episodes: int, seed: int, quiet: bool,
+          evaluation: str = "exact") -> dict:
   """``drjax train``: one environment, both algorithms, a list of rho values, N seeds.
 
   Writes ``out/train/<env>_....json`` panels (one per rho) of the same kind as ``reproduce``.
@@ -101,6 +155,8 @@ def train(*, env: str, out: str, rhos, seeds: int, episodes: int, preset: str, b
   import dataclasses  # pylint: disable=g-import-not-at-top
 
   pre = dataclasses.replace(paper.PRESETS[preset], beta=beta, lam=lam)
+  _recover_all(out, quiet)
+  run = _run_id()
   key = jax.random.PRNGKey(seed)
   t0 = time.perf_counter()
   _log(quiet, f"[drjax] train {env}: rho {list(rhos)} x {seeds} seeds x {episodes} episodes ...")
@@ -110,12 +166,13 @@ def train(*, env: str, out: str, rhos, seeds: int, episodes: int, preset: str, b
     panels = paper.linear_panels(res, pre, seeds=seeds, episodes=episodes, names=("fig3",))["fig3"]
   else:
     res = paper.run_put_option(pre, seeds=seeds, episodes=episodes, key=key,
-                               test_episodes=test_episodes, rhos=tuple(rhos))
+                               test_episodes=test_episodes, rhos=tuple(rhos),
+                               evaluation=evaluation)
     panels = paper.put_panels(res, pre, seeds=seeds, episodes=episodes,
                               test_episodes=test_episodes)["fig2"]
   panels = {f"{env}_{tag}": p for tag, p in panels.items()}
-  outputs.write_figure(out, "train", panels)
-  path = outputs.write_summary(out, load_results(out), header=_header(preset))
+  outputs.write_figure(out, "train", _stamp(panels, run))
+  path = outputs.write_summary(out, load_results(out), header=_header())
   _log(quiet, f"[drjax] wrote {os.path.join(out, 'train')}/ and {path} "
               f"({time.perf_counter() - t0:.1f} s)")
   return panels
