@@ -1,0 +1,861 @@
+"""Differentiable sensitivity studies of robust values (TV, d-rectangular; Liu & Xu 2024).
+
+Everything here is plain JAX on top of ``drjax.planning`` and ``drjax.robust``: values are
+differentiated by ``jax.grad`` and checked against closed forms.
+
+1. **Exact robust values and their gradients** with respect to the full ``rho [H, d]``
+   (``rho_gradient``) and to environment parameters (``param_gradient``), for the optimal robust
+   value ``V_1^{*,rho}(s_1)`` (``policy=None``) or the robust value of a fixed policy.
+   ``rho_gradient`` also returns the **closed form** of Danskin's theorem: each
+   ``nu_{h,i} = max_alpha E_{mu_{h,i}}[min(V_{h+1}, alpha)] - rho_{h,i} (alpha - min V_{h+1})``
+   (Proposition 3) is a maximum of functions affine in ``rho_{h,i}``, and ``V_1`` depends on
+   ``nu_{h,i}`` through the expected feature ``phi_i`` at step ``h`` (the derivative of each inner
+   infimum with respect to ``V_{h+1}`` is the adversary's distribution), so::
+
+     dV_1(s_1) / d rho_{h,i} = -(alpha*_{h,i} - min_s V_{h+1}(s)) * E[phi_i(s_h, a_h)]
+
+   with the expectation over ``s_1 ~ init_dist``, actions of the (optimal) policy and transitions
+   of the worst-case kernel (``planning.worst_case_kernel``) at steps ``1..h-1``. With the fail
+   state of Remark 1 (``min V = 0``) the slope is ``-alpha*_{h,i}`` as in Algorithm 1.
+2. **Kinks.** ``V`` is piecewise linear in ``rho`` (kinks where the optimal policy or a maximising
+   alpha changes). ``one_sided_derivatives`` returns both one-sided directional derivatives;
+   ``find_kinks`` locates every switch along a segment by a grid and bisection. **What
+   ``jax.grad`` returns at a kink:** the gradient of the branch the forward pass selected:
+   ``jnp.max`` over actions gives the *average* of the gradients of all actions that tie exactly
+   (in floating point; JAX's rule for ``max``), and the TV dual takes the *smallest* maximising
+   alpha (``robust.tv_worst_case_value``), i.e. the right derivative of that ``nu_{h,i}`` in
+   ``rho_{h,i}``. Where a tie is not exact in floating point, ``jax.grad`` is the derivative of
+   whichever branch wins by rounding: one of the one-sided derivatives.
+3. **Learned estimates.** ``learned_sensitivity``: the pathwise derivative of a finished run's
+   optimistic ``V_1^K(s_1) = max_a Q_1^K(s_1, a)`` and of ``nu`` with respect to rho, beta and
+   lambda, holding the collected data (``TrainOutput.state``) fixed (the data themselves depend
+   on the hyperparameters through the actions taken; that dependence is not differentiated).
+4. **Worst-case targets by gradient search** (optax): ``worst_case_search`` minimises the exact
+   value of a fixed policy over a differentiable family of target kernels by projected gradient
+   steps with restarts. Families: ``d_rectangular_family`` (the TV ball of each factor, whose
+   minimum is ``planning.robust_evaluate``), ``sa_rectangular_family`` (a TV ball around each
+   ``P_h(.|s, a)``, exact value ``sa_rectangular_evaluate``) and ``factor_q_family`` (Appendix
+   A's perturbation of one factor, with its own level ``q_h`` at every step).
+   ``project_tv_simplex`` is the exact Euclidean projection onto
+   ``{nu in simplex : TV(nu, mu) <= rho}``.
+
+Step ``h`` is 0-indexed (``h = 0`` is the paper's step 1). Functions taking a ``LinearModel`` are
+pure and jit/vmap-able; host-side checks raise ``ValueError`` naming the argument whenever the
+argument is concrete (before anything is traced).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Sequence
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from drjax import planning, robust
+from drjax.envs.base import LinearModel
+
+Array = jax.Array
+
+__all__ = [
+    "RhoGradient",
+    "OneSided",
+    "LearnedSensitivity",
+    "Family",
+    "SearchResult",
+    "robust_value",
+    "rho_gradient",
+    "closed_form_rho_gradient",
+    "param_gradient",
+    "one_sided_derivatives",
+    "kink_bracket",
+    "find_kinks",
+    "learned_value",
+    "learned_sensitivity",
+    "project_tv_simplex",
+    "sa_rectangular_evaluate",
+    "d_rectangular_family",
+    "sa_rectangular_family",
+    "factor_q_family",
+    "worst_case_search",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact values and the Danskin closed form.
+
+
+class RhoGradient(NamedTuple):
+  """Value and ``[H, d]`` gradient of an exact robust value with respect to rho.
+
+  Attributes:
+    value: ``[]`` ``E_{s_1 ~ init_dist} V_1^{pi,rho}(s_1)`` (``pi`` optimal when no policy given).
+    grad: ``[H, d]`` ``jax.grad`` of ``value`` with respect to rho.
+    closed_form: ``[H, d]`` Danskin's closed form ``-alpha_gap * feature_occupancy``.
+    alpha_gap: ``[H, d]`` ``alpha*_{h,i} - min_s V_{h+1}(s)`` (``-d nu_{h,i} / d rho_{h,i}``).
+    feature_occupancy: ``[H, d]`` ``E[phi_i(s_h, a_h)]`` under the policy and the worst-case
+      kernel.
+    policy: ``[H, S]`` the policy (the optimal one when none was given).
+  """
+
+  value: Array
+  grad: Array
+  closed_form: Array
+  alpha_gap: Array
+  feature_occupancy: Array
+  policy: Array
+
+
+def _dims(model: LinearModel) -> tuple[int, int, int, int]:
+  chex.assert_rank(model.phi, 4)
+  return model.phi.shape  # H, S, A, d
+
+
+def _dtype(model: LinearModel):
+  return jnp.result_type(model.phi, model.mu, model.reward)
+
+
+def _check_rho(rho, model: LinearModel, name: str = "rho") -> None:
+  H, _, _, d = _dims(model)
+  try:
+    planning.validate_rho(rho, H, d)
+  except ValueError as e:
+    raise ValueError(str(e).replace("rho", name, 1)) from None
+
+
+def _check_policy(policy, model: LinearModel) -> None:
+  if policy is not None:
+    H, S, A, _ = _dims(model)
+    planning.validate_policy(policy, H, S, A)
+
+
+def _values(model: LinearModel, rho, policy) -> tuple[Array, Array]:
+  """``(v [H+1, S], policy [H, S])``: robust values of ``policy`` (optimal ones if None)."""
+  if policy is None:
+    res = planning.robust_dp(model, rho)
+    return res.v, res.policy
+  return planning.robust_evaluate(model, rho, policy), jnp.asarray(policy)
+
+
+def robust_value(model: LinearModel, rho, policy=None) -> Array:
+  """``E_{s_1 ~ init_dist} V_1^{pi,rho}(s_1)``, exact (differentiable in ``model`` and ``rho``).
+
+  Args:
+    model: finite ``LinearModel``.
+    rho: ``[H, d]`` uncertainty levels in ``[0, 1]``.
+    policy: ``None`` for the optimal robust value ``V_1^{*,rho}`` (``planning.robust_dp``), else
+      an ``[H, S]`` deterministic policy (``planning.robust_evaluate``).
+
+  Returns:
+    ``[]`` the robust value at the initial distribution.
+  """
+  _check_rho(rho, model)
+  _check_policy(policy, model)
+  rho = jnp.asarray(rho, _dtype(model))
+  return planning.initial_value(model, _values(model, rho, policy)[0])
+
+
+def _alpha_gap(model: LinearModel, rho: Array, v: Array) -> Array:
+  """``[H, d]`` ``alpha*_{h,i} - min V_{h+1}``: minus the slope of ``nu_{h,i}`` in ``rho_{h,i}``."""
+
+  def one(mu, v_next, r):
+    _, a = robust.tv_worst_case_value(mu, v_next, r)
+    return a - jnp.min(v_next)
+
+  per_step = jax.vmap(one, in_axes=(0, None, 0))
+  return jax.vmap(per_step)(model.mu, v[1:], rho)
+
+
+def _feature_occupancy(model: LinearModel, rho: Array, v: Array, policy: Array) -> Array:
+  """``[H, d]`` ``E[phi_i(s_h, a_h)]`` from ``init_dist`` under ``policy`` and the worst case."""
+  H, S, A, d = _dims(model)
+  _, kernel = planning.worst_case_kernel(model, rho, v[1:])
+  idx = policy[:, :, None]
+  p_pi = jnp.take_along_axis(kernel, idx[..., None], axis=2)[:, :, 0]  # [H, S, S]
+  phi_pi = jnp.take_along_axis(model.phi, idx[..., None], axis=2)[:, :, 0]  # [H, S, d]
+
+  def forward(dist, h):
+    return dist @ p_pi[h], dist @ phi_pi[h]
+
+  _, occ = jax.lax.scan(forward, model.init_dist.astype(v.dtype), jnp.arange(H))
+  return occ
+
+
+def closed_form_rho_gradient(model: LinearModel, rho, policy=None) -> tuple[Array, Array, Array]:
+  """Danskin's closed form of ``d E V_1^{pi,rho}(s_1) / d rho`` (module docstring, item 1).
+
+  Args:
+    model: finite ``LinearModel``.
+    rho: ``[H, d]`` in ``[0, 1]``.
+    policy: ``None`` (optimal policy of ``planning.robust_dp``) or an ``[H, S]`` policy.
+
+  Returns:
+    ``(grad [H, d], alpha_gap [H, d], feature_occupancy [H, d])`` with
+    ``grad = -alpha_gap * feature_occupancy``. Valid away from kinks; at a kink it is the
+    derivative of the branch ``robust_dp`` selects (lowest-index optimal action, smallest
+    maximising alpha).
+  """
+  _check_rho(rho, model)
+  _check_policy(policy, model)
+  rho = jnp.asarray(rho, _dtype(model))
+  v, pol = _values(model, rho, policy)
+  gap = _alpha_gap(model, rho, v)
+  occ = _feature_occupancy(model, rho, v, pol)
+  return -gap * occ, gap, occ
+
+
+def rho_gradient(model: LinearModel, rho, policy=None) -> RhoGradient:
+  """Value, autodiff gradient and Danskin closed form with respect to the full ``rho [H, d]``.
+
+  Jit it (``jax.jit(rho_gradient)``) for repeated use; ``policy`` may be traced.
+
+  Args:
+    model: finite ``LinearModel``.
+    rho: ``[H, d]`` in ``[0, 1]``.
+    policy: ``None`` for ``V_1^{*,rho}``, else an ``[H, S]`` policy.
+
+  Returns:
+    ``RhoGradient``.
+  """
+  _check_rho(rho, model)
+  _check_policy(policy, model)
+  rho = jnp.asarray(rho, _dtype(model))
+  value, grad = jax.value_and_grad(
+      lambda r: planning.initial_value(model, _values(model, r, policy)[0]))(rho)
+  cf, gap, occ = closed_form_rho_gradient(model, rho, policy)
+  pol = planning.robust_dp(model, rho).policy if policy is None else jnp.asarray(policy)
+  return RhoGradient(value=value, grad=grad, closed_form=cf, alpha_gap=gap,
+                     feature_occupancy=occ, policy=pol)
+
+
+def _float_fields(params) -> tuple[str, ...]:
+  if not hasattr(params, "_fields"):
+    raise ValueError("params must be a NamedTuple of arrays (an environment's EnvParams), got "
+                     f"{type(params).__name__}")
+  return tuple(f for f in params._fields
+               if jnp.issubdtype(jnp.result_type(getattr(params, f)), jnp.floating))
+
+
+def _check_wrt(params, wrt) -> tuple[str, ...]:
+  names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
+  if not names:
+    raise ValueError("wrt must name at least one parameter")
+  floats = _float_fields(params)
+  for n in names:
+    if n not in floats:
+      have = "" if n not in params._fields else " (it is not a float array)"
+      raise ValueError(f"wrt: the environment params have no differentiable parameter {n!r}"
+                       f"{have}; choose from {', '.join(floats)}")
+  return names
+
+
+def param_gradient(env, params, rho, wrt: str | Sequence[str], policy=None
+                   ) -> tuple[Array, dict[str, Array]]:
+  """Value and gradient of the exact robust value with respect to environment parameters.
+
+  Works for any ``FiniteEnvironment`` whose params are a NamedTuple of arrays (linear MDP:
+  ``delta``, ``xi_norm``, ``p``, ``q`` (target domains only, ``target = 1``); random linear
+  DRMDPs: ``mu``, ``theta``, ``phi``, ``init_dist``). Gradients of array parameters are
+  unconstrained (e.g. not projected onto the simplex): contract them with a feasible direction.
+  Jit with ``jax.jit(param_gradient, static_argnums=(0, 3))``.
+
+  Args:
+    env: a finite environment (``env.model(params)``).
+    params: its params; validated with ``env.validate`` when concrete.
+    rho: ``[H, d]`` in ``[0, 1]``.
+    wrt: a parameter name or a sequence of names (fields of ``params``).
+    policy: ``None`` for ``V_1^{*,rho}``, else an ``[H, S]`` policy.
+
+  Returns:
+    ``(value [], {name: gradient shaped like params.<name>})``.
+  """
+  names = _check_wrt(params, wrt)
+  if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
+    env.validate(params)
+  H, d = env.horizon, env.feature_dim
+  try:
+    planning.validate_rho(rho, H, d)
+  except ValueError as e:
+    raise ValueError(str(e)) from None
+
+  def value(sub):
+    p = params._replace(**sub)
+    model = env.model(p)
+    r = jnp.asarray(rho, _dtype(model))
+    return planning.initial_value(model, _values(model, r, policy)[0])
+
+  sub = {n: getattr(params, n) for n in names}
+  return jax.value_and_grad(value)(sub)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kinks: one-sided derivatives and switch points along a direction.
+
+
+class OneSided(NamedTuple):
+  """Directional derivatives of ``t -> f(x + t u)`` at ``t``.
+
+  Attributes:
+    left: ``[]`` left derivative ``lim_{s -> 0-} (f(t + s) - f(t)) / s``.
+    right: ``[]`` right derivative.
+    autodiff: ``[]`` what ``jax.jvp`` (equivalently ``jax.grad`` contracted with ``u``) returns
+      at ``t`` itself.
+  """
+
+  left: Array
+  right: Array
+  autodiff: Array
+
+
+def _line(model: LinearModel, rho, direction, policy):
+  rho = jnp.asarray(rho, _dtype(model))
+  direction = jnp.asarray(direction, _dtype(model))
+
+  def f(t):
+    return planning.initial_value(model, _values(model, rho + t * direction, policy)[0])
+
+  return f
+
+
+def _check_direction(direction, model):
+  H, _, _, d = _dims(model)
+  if tuple(np.shape(direction)) != (H, d):
+    raise ValueError(f"direction must have shape (H, d) = ({H}, {d}), got "
+                     f"{tuple(np.shape(direction))}")
+
+
+def one_sided_derivatives(model: LinearModel, rho, direction, t=0.0, policy=None,
+                          eps: float = 1e-7) -> OneSided:
+  """One-sided derivatives of ``t -> E V_1^{pi, rho + t direction}(s_1)`` at ``t``.
+
+  The value is piecewise linear in ``t``; the one-sided derivatives are the slopes of the pieces
+  on either side, read off by ``jax.jvp`` at ``t -+ eps`` (exact whenever no other kink lies
+  within ``eps`` of ``t``; ``find_kinks`` tells you where they are).
+
+  Args:
+    model: finite ``LinearModel``.
+    rho: ``[H, d]``; ``rho + s * direction`` must stay in ``[0, 1]`` for ``s`` in
+      ``[t - eps, t + eps]``.
+    direction: ``[H, d]`` direction ``u``.
+    t: position along the line.
+    policy: ``None`` (``V*``) or an ``[H, S]`` policy.
+    eps: offset at which the neighbouring pieces are differentiated (> 0).
+
+  Returns:
+    ``OneSided``.
+  """
+  _check_direction(direction, model)
+  if not (isinstance(eps, (int, float)) and eps > 0):
+    raise ValueError(f"eps must be a float > 0, got {eps!r}")
+  if all(not isinstance(x, jax.core.Tracer) for x in (rho, direction, t)):
+    r, u, t0 = np.asarray(rho, float), np.asarray(direction, float), float(t)
+    for s in (t0 - eps, t0 + eps):
+      _check_rho(r + s * u, model, name="rho + t * direction")
+  _check_policy(policy, model)
+  f = _line(model, rho, direction, policy)
+  dt = jnp.asarray(t, _dtype(model))
+  slope = lambda s: jax.jvp(f, (s,), (jnp.ones_like(s),))[1]  # noqa: E731
+  return OneSided(left=slope(dt - eps), right=slope(dt + eps), autodiff=slope(dt))
+
+
+def _signature(model: LinearModel, rho: Array, by: str, policy, direction):
+  if by == "slope":
+    f = lambda r: planning.initial_value(model, _values(model, r, policy)[0])  # noqa: E731
+    return jax.jvp(f, (rho,), (direction,))[1]
+  pol = planning.robust_dp(model, rho).policy
+  if by == "first_action":
+    return jnp.where(model.init_dist > 0, pol[0], -1)
+  return pol
+
+
+_BY = ("first_action", "policy", "slope")
+
+
+def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_grid: int = 101,
+                 tol: float = 1e-9, by: str = "first_action", policy=None,
+                 slope_tol: float = 1e-9) -> tuple[Array, Array]:
+  """Pure (jit/vmap-able) kink search along ``rho(t) = rho + t direction``, ``t in [t_lo, t_hi]``.
+
+  The signature (the optimal first action at the initial states, the whole optimal policy, or
+  the directional derivative) is evaluated on ``num_grid`` equally spaced points; every grid
+  interval whose end points differ is bisected (on "signature equals the left end's") down to
+  ``tol``. A switch back and forth inside one grid interval is not seen: refine the grid.
+
+  Args:
+    model, rho, direction: as in ``one_sided_derivatives``.
+    t_lo, t_hi: the segment (``rho(t)`` must stay in ``[0, 1]``).
+    num_grid: static number of grid points (>= 2).
+    tol: static bisection tolerance (> 0): the returned kink is within ``tol / 2`` of a switch.
+    by: static, ``"first_action"`` (optimal action at the states with ``init_dist > 0``, step 1),
+      ``"policy"`` (the whole optimal policy) or ``"slope"`` (kinks of the value itself: jumps of
+      the directional derivative of ``V``, of the given ``policy`` if one is given).
+    policy: only for ``by="slope"``.
+    slope_tol: relative tolerance of the slope comparison (``by="slope"``).
+
+  Returns:
+    ``(kinks [num_grid - 1], found [num_grid - 1] bool)``: the bisected switch point of each grid
+    interval (NaN where ``found`` is False).
+  """
+  if by not in _BY:
+    raise ValueError(f"by must be one of {_BY}, got {by!r}")
+  if not (isinstance(num_grid, int) and num_grid >= 2):
+    raise ValueError(f"num_grid must be an integer >= 2, got {num_grid!r}")
+  if not (isinstance(tol, (int, float)) and tol > 0):
+    raise ValueError(f"tol must be a float > 0, got {tol!r}")
+  dtype = _dtype(model)
+  rho = jnp.asarray(rho, dtype)
+  direction = jnp.asarray(direction, dtype)
+  t_lo = jnp.asarray(t_lo, dtype)
+  t_hi = jnp.asarray(t_hi, dtype)
+  spacing = (t_hi - t_lo) / (num_grid - 1)
+  grid = t_lo + spacing * jnp.arange(num_grid, dtype=dtype)
+  sig = lambda t: _signature(model, rho + t * direction, by, policy, direction)  # noqa: E731
+
+  def same(a, b):
+    if by == "slope":
+      return jnp.abs(a - b) <= slope_tol * (1 + jnp.abs(a) + jnp.abs(b))
+    return jnp.all(a == b)
+
+  sigs = jax.vmap(sig)(grid)
+  left = jax.tree_util.tree_map(lambda x: x[:-1], sigs)
+  right = jax.tree_util.tree_map(lambda x: x[1:], sigs)
+  changed = ~jax.vmap(same)(left, right)
+  # Static iteration count: the grid spacing is at most (t_hi - t_lo) / (num_grid - 1) <= 1 for
+  # the rho segments used here; 60 halvings of a unit interval reach 1e-18.
+  iters = int(math.ceil(math.log2(1.0 / tol))) + 2
+
+  def bisect(lo, hi, s_lo):
+    def body(_, lohi):
+      a, b = lohi
+      mid = 0.5 * (a + b)
+      ok = same(sig(mid), s_lo)
+      return jnp.where(ok, mid, a), jnp.where(ok, b, mid)
+
+    a, b = jax.lax.fori_loop(0, iters, body, (lo, hi))
+    return 0.5 * (a + b)
+
+  kinks = jax.vmap(bisect)(grid[:-1], grid[1:], left)
+  return jnp.where(changed, kinks, jnp.nan), changed
+
+
+def find_kinks(model: LinearModel, rho, direction, *, t_lo: float = 0.0, t_hi: float = 1.0,
+               num_grid: int = 101, tol: float = 1e-9, by: str = "first_action",
+               policy=None) -> list[float]:
+  """Every switch point along ``rho(t) = rho + t direction`` (host wrapper of ``kink_bracket``).
+
+  Example (the paper's linear MDP: where the robust first action at x1 switches)::
+
+    model = LinearMDP().model(LinearMDP().make_params(xi_norm=0.1))
+    e14 = jnp.zeros((3, 4)).at[0, 3].set(1.0)
+    find_kinks(model, jnp.zeros((3, 4)), e14)       # [0.48058...]
+
+  Returns:
+    sorted list of ``t`` values (floats), each within ``tol / 2`` of a switch.
+  """
+  _check_direction(direction, model)
+  t_lo, t_hi = float(t_lo), float(t_hi)
+  if not (math.isfinite(t_lo) and math.isfinite(t_hi) and t_lo < t_hi):
+    raise ValueError(f"t_lo < t_hi must be finite, got t_lo={t_lo}, t_hi={t_hi}")
+  for t in (t_lo, t_hi):
+    _check_rho(np.asarray(rho, float) + t * np.asarray(direction, float), model,
+               name="rho + t * direction")
+  fn = jax.jit(kink_bracket, static_argnames=("num_grid", "tol", "by"))
+  kinks, found = fn(model, rho, direction, t_lo=t_lo, t_hi=t_hi, num_grid=num_grid, tol=tol,
+                    by=by, policy=policy)
+  return sorted(float(k) for k in np.asarray(kinks)[np.asarray(found)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Learned estimates: pathwise derivatives with the data held fixed.
+
+
+class LearnedSensitivity(NamedTuple):
+  """A finished run's optimistic estimate and its pathwise derivatives (data held fixed).
+
+  Attributes:
+    value: ``[]`` ``V_1^K(s_1) = max_a Q_1^K(s_1, a)`` of ``agent.plan(state, hparams)``.
+    nu: ``[H, d]`` the robust regression weights ``nu_h`` of that plan.
+    d_value: ``HParams`` of derivatives of ``value`` (``rho [H, d]``, ``beta []``, ``lam []``).
+    d_nu: ``HParams`` of Jacobians of ``nu`` (``rho [H, d, H, d]``, ``beta [H, d]``,
+      ``lam [H, d]``).
+  """
+
+  value: Array
+  nu: Array
+  d_value: Any
+  d_nu: Any
+
+
+def learned_value(agent, env, env_params, train_state, hparams, key=None) -> tuple[Array, Array]:
+  """``(V_1(s_1), nu)`` of ``agent.plan(train_state, hparams)`` at ``s_1 = env.reset(key, ...)``.
+
+  Uses only ``agent.plan``, ``agent.q_values``, ``env.reset``, ``env.phi_all`` and
+  ``env.is_fail``, so it works for any agent state. Pure and differentiable in ``hparams``.
+
+  Args:
+    agent: the ``Agent`` that produced ``train_state``.
+    env: the environment.
+    env_params: its params.
+    train_state: the agent state of a finished run (``TrainOutput.state``).
+    hparams: ``HParams`` (rho ``[H, d]``, beta, lam) to plan with.
+    key: PRNG key for ``env.reset`` (default ``PRNGKey(0)``; the linear MDP starts at x1).
+
+  Returns:
+    ``(value [], nu [H, d])``.
+  """
+  key = jax.random.PRNGKey(0) if key is None else key
+  qf = agent.plan(train_state, hparams)
+  s1 = env.reset(key, env_params)
+  q = agent.q_values(qf, 0, env.phi_all(s1, env_params), env.is_fail(s1, env_params))
+  return jnp.max(q), qf.nu
+
+
+def learned_sensitivity(agent, env, env_params, train_state, hparams, key=None
+                        ) -> LearnedSensitivity:
+  """Pathwise derivatives of a finished run's ``V_1^K(s_1)`` and ``nu`` w.r.t. rho, beta, lambda.
+
+  The collected data (``train_state``) are held fixed: this is the derivative of re-planning on
+  the same data with other hyperparameters, not of re-running training. Forward mode
+  (``jax.jacfwd``; ``H d + 2`` inputs).
+
+  Args:
+    agent, env, env_params, train_state, hparams, key: as in ``learned_value``; ``hparams`` is
+      validated (``drjax.validate_hparams``) when concrete.
+
+  Returns:
+    ``LearnedSensitivity``.
+  """
+  from drjax.agents.base import HParams, validate_hparams  # pylint: disable=g-import-not-at-top
+
+  if not any(isinstance(x, jax.core.Tracer) for x in hparams):
+    validate_hparams(hparams, env.horizon, env.feature_dim)
+    if np.ndim(hparams.rho) != 2:
+      raise ValueError(f"hparams.rho must be one [H, d] array (no batch axes), got shape "
+                       f"{np.shape(hparams.rho)}")
+  dtype = jnp.result_type(hparams.rho, float)
+  hp = HParams(*(jnp.asarray(x, dtype) for x in hparams))
+  f = lambda h: learned_value(agent, env, env_params, train_state, h, key)  # noqa: E731
+  (value, nu), (d_value, d_nu) = f(hp), jax.jacfwd(f)(hp)
+  return LearnedSensitivity(value=value, nu=nu, d_value=d_value, d_nu=d_nu)
+
+
+# ---------------------------------------------------------------------------------------------
+# Worst-case search over families of target kernels (optax).
+
+
+def project_tv_simplex(y: Array, mu: Array, rho, iters: int = 100) -> Array:
+  """Euclidean projection of ``y`` onto ``{nu in simplex : TV(nu, mu) <= rho}``.
+
+  KKT: for multipliers ``lam >= 0`` (of ``||nu - mu||_1 <= 2 rho``) and ``tau`` (of
+  ``sum nu = 1``) the minimiser is, coordinate-wise,
+  ``nu_s = max(0, mu_s + soft_threshold(y_s - tau - mu_s, lam))``; ``sum nu`` is nonincreasing in
+  ``tau`` and ``||nu - mu||_1`` nonincreasing in ``lam`` (the dual is concave), so both are found
+  by nested bisection (``iters`` halvings each). ``lam`` is taken on the feasible side, so the
+  result is in the ball up to rounding; it is finally renormalised onto ``sum = 1``.
+
+  Args:
+    y: ``[S]`` point to project.
+    mu: ``[S]`` centre (a distribution).
+    rho: ``[]`` radius in ``[0, 1]``.
+    iters: static number of bisection steps.
+
+  Returns:
+    ``[S]`` the projection.
+  """
+  chex.assert_rank(y, 1)
+  chex.assert_shape(mu, y.shape)
+  dtype = jnp.result_type(y, mu, float)
+  y, mu = jnp.asarray(y, dtype), jnp.asarray(mu, dtype)
+  rho = jnp.asarray(rho, dtype)
+
+  def x_of(tau, lam):
+    z = y - tau - mu
+    return jnp.maximum(0.0, mu + jnp.sign(z) * jnp.maximum(jnp.abs(z) - lam, 0.0))
+
+  def solve_tau(lam):
+    def body(_, ab):
+      a, b = ab
+      m = 0.5 * (a + b)
+      big = jnp.sum(x_of(m, lam)) > 1  # sum too large: raise tau
+      return jnp.where(big, m, a), jnp.where(big, b, m)
+
+    a, b = jax.lax.fori_loop(0, iters, body, (jnp.min(y) - lam - 1, jnp.max(y) + lam))
+    return x_of(0.5 * (a + b), lam)
+
+  def dist(lam):
+    return jnp.sum(jnp.abs(solve_tau(lam) - mu))
+
+  def body(_, ab):
+    a, b = ab
+    m = 0.5 * (a + b)
+    far = dist(m) > 2 * rho
+    return jnp.where(far, m, a), jnp.where(far, b, m)
+
+  lam_hi = jnp.max(jnp.abs(y - mu)) + 1
+  _, lam = jax.lax.fori_loop(0, iters, body, (jnp.zeros((), dtype), lam_hi))
+  lam = jnp.where(dist(0.0) <= 2 * rho, 0.0, lam)
+  x = solve_tau(lam)
+  return x / jnp.sum(x)
+
+
+def sa_rectangular_evaluate(model: LinearModel, rho_sa, policy) -> Array:
+  """``[H + 1, S]`` robust values of ``policy`` under an s,a-rectangular TV set.
+
+  The set is a TV ball of radius ``rho_sa[h, s, a]`` around every nominal row ``P_h(.|s, a)``,
+  chosen independently (Iyengar 2005); each backup is the exact TV dual
+  (``robust.tv_worst_case_value``). With ``rho_sa[h, s, a] = phi(s, a) . rho_h`` the set contains
+  the d-rectangular set of radius ``rho`` (TV is convex), so this value is never above
+  ``planning.robust_evaluate``.
+
+  Args:
+    model: finite ``LinearModel``.
+    rho_sa: ``[H, S, A]`` radii in ``[0, 1]``.
+    policy: ``[H, S]`` policy.
+
+  Returns:
+    ``[H + 1, S]`` values (``v[H] = 0``).
+  """
+  H, S, A, _ = _dims(model)
+  _check_sa(rho_sa, model)
+  planning.validate_policy(policy, H, S, A)
+  dtype = _dtype(model)
+  policy = jnp.asarray(policy)
+  P = model.transition
+  idx = policy[:, :, None, None]
+  p_pi = jnp.take_along_axis(P, idx, axis=2)[:, :, 0]  # [H, S, S]
+  r_pi = jnp.take_along_axis(model.reward, policy[..., None], axis=2)[..., 0]
+  rho_pi = jnp.take_along_axis(jnp.asarray(rho_sa, dtype), policy[..., None], axis=2)[..., 0]
+
+  def backward(v_next, h):
+    worst = jax.vmap(robust.tv_worst_case_value, in_axes=(0, None, 0))(p_pi[h], v_next,
+                                                                       rho_pi[h])[0]
+    v = r_pi[h] + worst
+    return v, v
+
+  v_end = jnp.zeros((S,), dtype)
+  _, v = jax.lax.scan(backward, v_end, jnp.arange(H), reverse=True)
+  return jnp.concatenate([v, v_end[None]], axis=0)
+
+
+def _check_sa(rho_sa, model):
+  H, S, A, _ = _dims(model)
+  if tuple(np.shape(rho_sa)) != (H, S, A):
+    raise ValueError(f"rho_sa must have shape (H, S, A) = ({H}, {S}, {A}), got "
+                     f"{tuple(np.shape(rho_sa))}")
+  if not isinstance(rho_sa, jax.core.Tracer):
+    r = np.asarray(rho_sa, float)
+    if not np.all(np.isfinite(r)) or r.min() < 0 or r.max() > 1:
+      raise ValueError(f"rho_sa must lie in [0, 1], got values in [{r.min()}, {r.max()}]")
+
+
+class Family(NamedTuple):
+  """A differentiable family of target kernels for ``worst_case_search``.
+
+  Attributes:
+    sample: ``key -> z`` a random feasible parameter (a restart's starting point).
+    project: ``z -> z`` the nearest feasible parameter (identity if the family is unconstrained).
+    kernel: ``z -> [H, S, A, S]`` the target kernel (rows must be distributions).
+    name: a label.
+  """
+
+  sample: Callable
+  project: Callable
+  kernel: Callable
+  name: str = "family"
+
+
+def _uniform_in_balls(key, centres: Array, radii: Array) -> Array:
+  """Random points ``c + t (u - c)``, ``u ~ Dir(1)``, ``t ~ U[0, r]``: inside each TV ball."""
+  k1, k2 = jax.random.split(key)
+  u = jax.random.exponential(k1, centres.shape, centres.dtype)
+  u = u / jnp.sum(u, axis=-1, keepdims=True)
+  t = radii[..., None] * jax.random.uniform(k2, radii.shape + (1,), centres.dtype)
+  return centres + t * (u - centres)
+
+
+def d_rectangular_family(model: LinearModel, rho) -> Family:
+  """The d-rectangular TV set of Section 3.2: factors ``mu'_{h,i}`` with TV ``<= rho_{h,i}``.
+
+  ``z`` is ``[H, d, S]`` (the perturbed factors), ``kernel(z) = phi_h z_h``; projection is
+  ``project_tv_simplex`` per factor. The minimum of a policy's value over it is
+  ``planning.robust_evaluate`` (rectangularity), which validates ``worst_case_search``.
+  """
+  _check_rho(rho, model)
+  dtype = _dtype(model)
+  rho = jnp.asarray(rho, dtype)
+  proj = jax.vmap(jax.vmap(project_tv_simplex))
+  return Family(
+      sample=lambda key: _uniform_in_balls(key, model.mu.astype(dtype), rho),
+      project=lambda z: proj(z, model.mu, rho),
+      kernel=lambda z: jnp.einsum("hsad,hdt->hsat", model.phi, z),
+      name="d-rectangular TV")
+
+
+def sa_rectangular_family(model: LinearModel, rho_sa) -> Family:
+  """A TV ball of radius ``rho_sa[h, s, a]`` around every nominal row ``P_h(.|s, a)``.
+
+  ``z`` is the whole kernel ``[H, S, A, S]``; its exact minimum for a policy is
+  ``sa_rectangular_evaluate``.
+  """
+  _check_sa(rho_sa, model)
+  dtype = _dtype(model)
+  P = model.transition.astype(dtype)
+  r = jnp.asarray(rho_sa, dtype)
+  proj = jax.vmap(jax.vmap(jax.vmap(project_tv_simplex)))
+  return Family(sample=lambda key: _uniform_in_balls(key, P, r),
+                project=lambda z: proj(z, P, r), kernel=lambda z: z,
+                name="s,a-rectangular TV")
+
+
+def factor_q_family(model: LinearModel, factor: int, q_max) -> Family:
+  """Appendix A's perturbation of one factor, with its own level at every step.
+
+  ``mu'_{h,factor} = (1 - q_h) mu_{h,factor} + q_h delta_{fail_state}`` with ``q_h`` in
+  ``[0, q_max[h]]``; the other factors stay nominal. In the linear MDP with ``factor = 3``
+  (the paper's factor 4, ``mu = delta_x5``) step 1 is the target of Figure 1 (except that
+  factors 1-2 keep ``p``). ``TV(mu', mu) = q_h (1 - mu_{h,factor}(s_f)) <= q_h``, so the family
+  lies in the d-rectangular set whose ``rho_{h,factor} = q_max[h]``.
+
+  Args:
+    model: finite ``LinearModel``.
+    factor: 0-indexed factor ``i`` in ``[0, d)``.
+    q_max: ``[H]`` upper levels in ``[0, 1]``.
+  """
+  H, S, _, d = _dims(model)
+  if not (isinstance(factor, (int, np.integer)) and 0 <= factor < d):
+    raise ValueError(f"factor must be an integer in [0, {d - 1}], got {factor!r}")
+  if tuple(np.shape(q_max)) != (H,):
+    raise ValueError(f"q_max must have shape (H,) = ({H},), got {tuple(np.shape(q_max))}")
+  qm = np.asarray(q_max, float)
+  if not np.all(np.isfinite(qm)) or qm.min() < 0 or qm.max() > 1:
+    raise ValueError(f"q_max must lie in [0, 1], got values in [{qm.min()}, {qm.max()}]")
+  dtype = _dtype(model)
+  qm = jnp.asarray(qm, dtype)
+  fail = jax.nn.one_hot(model.fail_state, S, dtype=dtype)
+
+  def kernel(q):
+    mu_f = (1 - q)[:, None] * model.mu[:, factor] + q[:, None] * fail[None]
+    mu = model.mu.at[:, factor].set(mu_f)
+    return jnp.einsum("hsad,hdt->hsat", model.phi, mu)
+
+  return Family(sample=lambda key: qm * jax.random.uniform(key, (H,), dtype),
+                project=lambda q: jnp.clip(q, 0.0, qm), kernel=kernel,
+                name=f"factor {factor + 1} perturbed at every step")
+
+
+class SearchResult(NamedTuple):
+  """Output of ``worst_case_search``.
+
+  Attributes:
+    value: ``[]`` the lowest value found (over restarts and steps; every iterate is feasible).
+    params: the family parameter attaining it.
+    values: ``[restarts]`` the best value of each restart.
+    history: ``[restarts, steps]`` the value at every step of every restart.
+  """
+
+  value: Array
+  params: Any
+  values: Array
+  history: Array
+
+
+def _policy_value(model: LinearModel, policy, kernel) -> Array:
+  return planning.initial_value(model, planning.nominal_evaluate(model, policy, kernel))
+
+
+def _search(model, policy, family, key, steps, restarts, optimizer):
+  def value(z):
+    return _policy_value(model, policy, family.kernel(z))
+
+  def one(k):
+    z0 = family.project(family.sample(k))
+    v0 = value(z0)
+
+    def step(carry, _):
+      z, opt_state, best_v, best_z = carry
+      v, g = jax.value_and_grad(value)(z)
+      better = v < best_v
+      best_v = jnp.where(better, v, best_v)
+      best_z = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), z, best_z)
+      updates, opt_state = optimizer.update(g, opt_state, z)
+      z = family.project(optax.apply_updates(z, updates))
+      return (z, opt_state, best_v, best_z), v
+
+    carry = (z0, optimizer.init(z0), v0, z0)
+    (z, _, best_v, best_z), hist = jax.lax.scan(step, carry, None, length=steps)
+    v_last = value(z)
+    better = v_last < best_v
+    best_z = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), z, best_z)
+    return jnp.minimum(v_last, best_v), best_z, hist
+
+  vals, zs, hist = jax.vmap(one)(jax.random.split(key, restarts))
+  i = jnp.argmin(vals)
+  return SearchResult(value=vals[i], params=jax.tree_util.tree_map(lambda x: x[i], zs),
+                      values=vals, history=hist)
+
+
+def default_optimizer(steps: int, learning_rate: float = 0.05):
+  """Adam with a cosine-decayed step size (to 1% of ``learning_rate`` after ``steps``)."""
+  return optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01))
+
+
+def _check_positive_int(name, x):
+  if not (isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1):
+    raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
+
+
+def _check_kernel(name: str, P, shape) -> None:
+  P = np.asarray(P, float)
+  if P.shape != shape:
+    raise ValueError(f"{name}: kernel must have shape {shape}, got {P.shape}")
+  if not np.all(np.isfinite(P)) or P.min() < -1e-9 or np.abs(P.sum(-1) - 1).max() > 1e-6:
+    raise ValueError(f"{name}: kernel rows must be distributions over states (>= 0, sum 1); "
+                     f"got min {P.min():.3g}, row sums in [{P.sum(-1).min():.6g}, "
+                     f"{P.sum(-1).max():.6g}] (the family's parameters left their valid range)")
+
+
+def worst_case_search(model: LinearModel, policy, family: Family, key, *, steps: int = 300,
+                      restarts: int = 4, optimizer: optax.GradientTransformation | None = None,
+                      jit: bool = True) -> SearchResult:
+  """Minimises a policy's exact value over a family of target kernels (projected optax steps).
+
+  Every restart starts at ``family.project(family.sample(key_r))`` and runs ``steps`` updates
+  ``z <- project(z + optimizer_update(grad))`` of the exact value ``E V_1^{pi, P(z)}(s_1)``
+  (``planning.nominal_evaluate``); the best feasible iterate is kept. All restarts are one
+  ``vmap`` and the steps a ``lax.scan``, in one ``jit``. Because every iterate is feasible, the
+  result is never below the true minimum over the family.
+
+  Args:
+    model: finite ``LinearModel`` (rewards, and the nominal kernel the families perturb).
+    policy: ``[H, S]`` deterministic policy (e.g. ``planning.robust_dp(...).policy`` or
+      ``evaluate.greedy_policy`` of a learned Q-function).
+    family: a ``Family`` (``d_rectangular_family``, ``sa_rectangular_family``,
+      ``factor_q_family`` or your own).
+    key: PRNG key for the restarts.
+    steps: optimizer steps per restart (>= 1).
+    restarts: number of restarts (>= 1).
+    optimizer: an optax ``GradientTransformation`` (default ``default_optimizer(steps)``).
+    jit: run under ``jax.jit`` (default) or op by op.
+
+  Returns:
+    ``SearchResult``.
+  """
+  _check_positive_int("steps", steps)
+  _check_positive_int("restarts", restarts)
+  H, S, A, _ = _dims(model)
+  planning.validate_policy(policy, H, S, A)
+  if not isinstance(family, Family):
+    raise ValueError(f"family must be a drjax.sensitivity.Family, got {type(family).__name__}")
+  z0 = family.project(family.sample(key))
+  _check_kernel("family", family.kernel(z0), (H, S, A, S))
+  optimizer = default_optimizer(steps) if optimizer is None else optimizer
+  run = _search_jit if jit else _search
+  res = run(model, jnp.asarray(policy), family, key, steps, restarts, optimizer)
+  _check_kernel("family", family.kernel(res.params), (H, S, A, S))
+  return res
+
+
+_search_jit = jax.jit(_search, static_argnums=(2, 4, 5, 6))
