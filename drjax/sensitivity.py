@@ -46,6 +46,7 @@ argument is concrete (before anything is traced).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -141,6 +142,11 @@ def _values(model: LinearModel, rho, policy) -> tuple[Array, Array]:
   return planning.robust_evaluate(model, rho, policy), jnp.asarray(policy)
 
 
+@jax.jit
+def _robust_value(model, rho, policy):
+  return planning.initial_value(model, _values(model, rho, policy)[0])
+
+
 def robust_value(model: LinearModel, rho, policy=None) -> Array:
   """``E_{s_1 ~ init_dist} V_1^{pi,rho}(s_1)``, exact (differentiable in ``model`` and ``rho``).
 
@@ -155,8 +161,7 @@ def robust_value(model: LinearModel, rho, policy=None) -> Array:
   """
   _check_rho(rho, model)
   _check_policy(policy, model)
-  rho = jnp.asarray(rho, _dtype(model))
-  return planning.initial_value(model, _values(model, rho, policy)[0])
+  return _robust_value(model, jnp.asarray(rho, _dtype(model)), policy)
 
 
 def _alpha_gap(model: LinearModel, rho: Array, v: Array) -> Array:
@@ -201,7 +206,11 @@ def closed_form_rho_gradient(model: LinearModel, rho, policy=None) -> tuple[Arra
   """
   _check_rho(rho, model)
   _check_policy(policy, model)
-  rho = jnp.asarray(rho, _dtype(model))
+  return _closed_form(model, jnp.asarray(rho, _dtype(model)), policy)
+
+
+@jax.jit
+def _closed_form(model, rho, policy):
   v, pol = _values(model, rho, policy)
   gap = _alpha_gap(model, rho, v)
   occ = _feature_occupancy(model, rho, v, pol)
@@ -211,7 +220,8 @@ def closed_form_rho_gradient(model: LinearModel, rho, policy=None) -> tuple[Arra
 def rho_gradient(model: LinearModel, rho, policy=None) -> RhoGradient:
   """Value, autodiff gradient and Danskin closed form with respect to the full ``rho [H, d]``.
 
-  Jit it (``jax.jit(rho_gradient)``) for repeated use; ``policy`` may be traced.
+  Validates on the host, then runs one cached jitted program (also callable inside ``jit`` /
+  ``vmap``; ``policy`` may be traced).
 
   Args:
     model: finite ``LinearModel``.
@@ -223,10 +233,14 @@ def rho_gradient(model: LinearModel, rho, policy=None) -> RhoGradient:
   """
   _check_rho(rho, model)
   _check_policy(policy, model)
-  rho = jnp.asarray(rho, _dtype(model))
+  return _rho_gradient(model, jnp.asarray(rho, _dtype(model)), policy)
+
+
+@jax.jit
+def _rho_gradient(model, rho, policy):
   value, grad = jax.value_and_grad(
       lambda r: planning.initial_value(model, _values(model, r, policy)[0]))(rho)
-  cf, gap, occ = closed_form_rho_gradient(model, rho, policy)
+  cf, gap, occ = _closed_form(model, rho, policy)
   pol = planning.robust_dp(model, rho).policy if policy is None else jnp.asarray(policy)
   return RhoGradient(value=value, grad=grad, closed_form=cf, alpha_gap=gap,
                      feature_occupancy=occ, policy=pol)
@@ -261,7 +275,7 @@ def param_gradient(env, params, rho, wrt: str | Sequence[str], policy=None
   ``delta``, ``xi_norm``, ``p``, ``q`` (target domains only, ``target = 1``); random linear
   DRMDPs: ``mu``, ``theta``, ``phi``, ``init_dist``). Gradients of array parameters are
   unconstrained (e.g. not projected onto the simplex): contract them with a feasible direction.
-  Jit with ``jax.jit(param_gradient, static_argnums=(0, 3))``.
+  Validates on the host, then runs a cached jitted program (one per env and ``wrt``).
 
   Args:
     env: a finite environment (``env.model(params)``).
@@ -282,6 +296,11 @@ def param_gradient(env, params, rho, wrt: str | Sequence[str], policy=None
   except ValueError as e:
     raise ValueError(str(e)) from None
 
+  return _param_gradient(env, names, params, jnp.asarray(rho), policy)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _param_gradient(env, names, params, rho, policy):
   def value(sub):
     p = params._replace(**sub)
     model = env.model(p)
@@ -356,10 +375,16 @@ def one_sided_derivatives(model: LinearModel, rho, direction, t=0.0, policy=None
     for s in (t0 - eps, t0 + eps):
       _check_rho(r + s * u, model, name="rho + t * direction")
   _check_policy(policy, model)
+  dtype = _dtype(model)
+  return _one_sided(model, jnp.asarray(rho, dtype), jnp.asarray(direction, dtype),
+                    jnp.asarray(t, dtype), policy, jnp.asarray(eps, dtype))
+
+
+@jax.jit
+def _one_sided(model, rho, direction, t, policy, eps):
   f = _line(model, rho, direction, policy)
-  dt = jnp.asarray(t, _dtype(model))
   slope = lambda s: jax.jvp(f, (s,), (jnp.ones_like(s),))[1]  # noqa: E731
-  return OneSided(left=slope(dt - eps), right=slope(dt + eps), autodiff=slope(dt))
+  return OneSided(left=slope(t - eps), right=slope(t + eps), autodiff=slope(t))
 
 
 def _signature(model: LinearModel, rho: Array, by: str, policy, direction):
@@ -377,7 +402,7 @@ _BY = ("first_action", "policy", "slope")
 
 def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_grid: int = 101,
                  tol: float = 1e-9, by: str = "first_action", policy=None,
-                 slope_tol: float = 1e-9) -> tuple[Array, Array]:
+                 slope_tol: float = 1e-9, max_kinks: int | None = None) -> tuple[Array, Array]:
   """Pure (jit/vmap-able) kink search along ``rho(t) = rho + t direction``, ``t in [t_lo, t_hi]``.
 
   The signature (the optimal first action at the initial states, the whole optimal policy, or
@@ -395,10 +420,12 @@ def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_
       the directional derivative of ``V``, of the given ``policy`` if one is given).
     policy: only for ``by="slope"``.
     slope_tol: relative tolerance of the slope comparison (``by="slope"``).
+    max_kinks: static; if given, only the first ``max_kinks`` grid intervals with a switch are
+      bisected (much less work) and the outputs have that length.
 
   Returns:
-    ``(kinks [num_grid - 1], found [num_grid - 1] bool)``: the bisected switch point of each grid
-    interval (NaN where ``found`` is False).
+    ``(kinks [n], found [n] bool)`` with ``n = num_grid - 1`` (one entry per grid interval) or
+    ``max_kinks``: the bisected switch points, NaN where ``found`` is False.
   """
   if by not in _BY:
     raise ValueError(f"by must be one of {_BY}, got {by!r}")
@@ -442,8 +469,15 @@ def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_
     a, b = jax.lax.fori_loop(0, iters, body, (lo, hi))
     return 0.5 * (a + b)
 
-  kinks = jax.vmap(bisect)(grid[:-1], grid[1:], left)
-  return jnp.where(changed, kinks, jnp.nan), changed
+  if max_kinks is None:
+    kinks = jax.vmap(bisect)(grid[:-1], grid[1:], left)
+    return jnp.where(changed, kinks, jnp.nan), changed
+  # Only the first max_kinks changed intervals are bisected (fixed shape, far less work).
+  idx = jnp.nonzero(changed, size=max_kinks, fill_value=0)[0]
+  found = jnp.arange(max_kinks) < jnp.sum(changed)
+  s_lo = jax.tree_util.tree_map(lambda x: x[idx], left)
+  kinks = jax.vmap(bisect)(grid[idx], grid[idx + 1], s_lo)
+  return jnp.where(found, kinks, jnp.nan), found
 
 
 def find_kinks(model: LinearModel, rho, direction, *, t_lo: float = 0.0, t_hi: float = 1.0,
@@ -467,10 +501,12 @@ def find_kinks(model: LinearModel, rho, direction, *, t_lo: float = 0.0, t_hi: f
   for t in (t_lo, t_hi):
     _check_rho(np.asarray(rho, float) + t * np.asarray(direction, float), model,
                name="rho + t * direction")
-  fn = jax.jit(kink_bracket, static_argnames=("num_grid", "tol", "by"))
-  kinks, found = fn(model, rho, direction, t_lo=t_lo, t_hi=t_hi, num_grid=num_grid, tol=tol,
+  kinks, found = _kink_bracket_jit(model, rho, direction, t_lo=t_lo, t_hi=t_hi, num_grid=num_grid, tol=tol,
                     by=by, policy=policy)
   return sorted(float(k) for k in np.asarray(kinks)[np.asarray(found)])
+
+
+_kink_bracket_jit = jax.jit(kink_bracket, static_argnames=("num_grid", "tol", "by", "max_kinks"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,6 +578,12 @@ def learned_sensitivity(agent, env, env_params, train_state, hparams, key=None
                        f"{np.shape(hparams.rho)}")
   dtype = jnp.result_type(hparams.rho, float)
   hp = HParams(*(jnp.asarray(x, dtype) for x in hparams))
+  key = jax.random.PRNGKey(0) if key is None else key
+  return _learned_sensitivity(agent, env, env_params, train_state, hp, key)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _learned_sensitivity(agent, env, env_params, train_state, hp, key):
   f = lambda h: learned_value(agent, env, env_params, train_state, h, key)  # noqa: E731
   (value, nu), (d_value, d_nu) = f(hp), jax.jacfwd(f)(hp)
   return LearnedSensitivity(value=value, nu=nu, d_value=d_value, d_nu=d_nu)
@@ -853,13 +895,15 @@ def _search(model, policy, family, key, steps, restarts, optimizer):
                       values=vals, history=hist)
 
 
-def default_optimizer(learning_rate: float = 1.0):
-  """Plain projected gradient steps (``optax.sgd``).
+def default_optimizer(learning_rate: float = 100.0):
+  """Projected gradient steps (``optax.sgd``) with a large step.
 
-  Adam's per-coordinate scaling fights the projection (it stalled 0.03 above the minimum over the
-  d-rectangular set in our tests, where plain steps reach it exactly): the value gradient's
-  scale is that of the values (at most H), so a unit step size suits value functions in
-  ``[0, H]``.
+  The value of a fixed policy is linear in each row (or factor) of the kernel given the others,
+  with a gradient ``occupancy x V_{h+1}``; a large step followed by the projection lands on the
+  minimising face of each ball (a simultaneous best response), so the search settles in about
+  ``H`` steps even for rows with small occupancy. Measured on a random 6-state DRMDP: step 1
+  left 2e-3 (s,a-rectangular) after 20 steps, step 100 reached the exact value in 4. Adam
+  stalled 0.03 above the minimum: its per-coordinate scaling fights the projection.
   """
   return optax.sgd(learning_rate)
 
@@ -879,7 +923,7 @@ def _check_kernel(name: str, P, shape) -> None:
                      f"{P.sum(-1).max():.6g}] (the family's parameters left their valid range)")
 
 
-def worst_case_search(model: LinearModel, policy, family: Family, key, *, steps: int = 300,
+def worst_case_search(model: LinearModel, policy, family: Family, key, *, steps: int = 100,
                       restarts: int = 4, optimizer: optax.GradientTransformation | None = None,
                       jit: bool = True) -> SearchResult:
   """Minimises a policy's exact value over a family of target kernels (projected optax steps).
@@ -900,7 +944,7 @@ def worst_case_search(model: LinearModel, policy, family: Family, key, *, steps:
     steps: optimizer steps per restart (>= 1).
     restarts: number of restarts (>= 1).
     optimizer: an optax ``GradientTransformation`` (default ``default_optimizer()``,
-      projected gradient descent with step 1).
+      projected gradient descent with step 100).
     jit: run under ``jax.jit`` (default) or op by op.
 
   Returns:

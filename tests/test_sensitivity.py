@@ -35,11 +35,15 @@ def rho_grad():
   return jax.jit(sens.rho_gradient)
 
 
-def _assert_kink_free(f, x, u, eps=1e-6):
-  """Left and right secants agree: no kink within eps (so central FD is a derivative)."""
+def _assert_kink_free(f, x, u, eps=1e-6, tol=1e-6):
+  """Left and right secants agree: no kink within eps (so central FD is a derivative).
+
+  The value is piecewise linear in rho (secants agree to rounding) and smooth between kinks in
+  the environment parameters (secants differ by O(eps f''); use tol = 1e-4 there).
+  """
   left = (f(x) - f(x - eps * u)) / eps
   right = (f(x + eps * u) - f(x)) / eps
-  assert abs(left - right) < 1e-6, (left, right)
+  assert abs(left - right) < tol, (left, right)
 
 
 # ------------------------------------------------------------------ gradients w.r.t. rho
@@ -99,7 +103,7 @@ def test_linear_mdp_param_gradients_match_fd():
     for n in names:
       f = lambda x, n=n: sens.robust_value(env.model(params._replace(**{n: x})), rho)  # noqa
       x0 = getattr(params, n)
-      _assert_kink_free(f, x0, 1.0)
+      _assert_kink_free(f, x0, 1.0, tol=1e-4)
       np.testing.assert_allclose(grads[n], _fd(f, x0, 1.0), atol=1e-7, err_msg=n)
       assert abs(float(grads[n])) > 1e-4, n
     assert float(value) == pytest.approx(float(sens.robust_value(env.model(params), rho)))
@@ -119,7 +123,7 @@ def test_random_drmdp_param_gradients_match_fd(random_case):
         u[:, 0] = 0.0
       f = jax.jit(lambda t, n=n, u=u: sens.robust_value(
           env.model(params._replace(**{n: getattr(params, n) + t * u})), rho))
-      _assert_kink_free(f, 0.0, 1.0)
+      _assert_kink_free(f, 0.0, 1.0, tol=1e-4)
       np.testing.assert_allclose(np.sum(grads[n] * u), _fd(f, 0.0, 1.0), atol=1e-7,
                                  err_msg=n)
 
@@ -309,7 +313,7 @@ def test_worst_case_search_reaches_exact_values_from_above(random_case):
   key = jax.random.PRNGKey(3)
   exact_d = float(sens.robust_value(model, rho, policy))
   res = sens.worst_case_search(model, policy, sens.d_rectangular_family(model, rho), key,
-                               steps=150, restarts=2)
+                               steps=30, restarts=2)
   assert exact_d - 1e-12 <= float(res.value) <= exact_d + 1e-4
   assert np.asarray(res.history).min() >= exact_d - 1e-12  # every iterate is feasible
   # s,a-rectangular ball of radius phi . rho_h: contains the d-rectangular set.
@@ -320,16 +324,16 @@ def test_worst_case_search_reaches_exact_values_from_above(random_case):
                                    abs=1e-7)
   assert exact_sa <= exact_d + 1e-12
   res_sa = sens.worst_case_search(model, policy, sens.sa_rectangular_family(model, rho_sa), key,
-                                  steps=150, restarts=2)
+                                  steps=30, restarts=2)
   assert exact_sa - 1e-12 <= float(res_sa.value) <= exact_sa + 1e-4
   # One factor perturbed towards the fail state at every step: a subset of the d-rect set.
   fam_q = sens.factor_q_family(model, 2, rho[:, 2])
-  res_q = sens.worst_case_search(model, policy, fam_q, key, steps=100, restarts=2)
+  res_q = sens.worst_case_search(model, policy, fam_q, key, steps=30, restarts=2)
   assert float(res_q.value) >= exact_d - 1e-12
   assert np.all(np.asarray(res_q.params) <= rho[:, 2] + 1e-15)
 
 
-def test_worst_case_search_linear_mdp_with_adam_optimizer_argument():
+def test_worst_case_search_linear_mdp_with_an_optimizer_argument():
   env = LinearMDP()
   model = env.model(env.make_params(xi_norm=0.1))
   rho = 0.5 * E14
@@ -337,7 +341,7 @@ def test_worst_case_search_linear_mdp_with_adam_optimizer_argument():
   exact = float(sens.robust_value(model, rho, policy))
   res = sens.worst_case_search(model, policy, sens.d_rectangular_family(model, rho),
                                jax.random.PRNGKey(0), steps=100, restarts=2,
-                               optimizer=optax.sgd(0.5))
+                               optimizer=optax.chain(optax.clip(1e3), optax.sgd(50.0)))
   assert exact - 1e-12 <= float(res.value) <= exact + 1e-4
 
 
