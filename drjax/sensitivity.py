@@ -455,8 +455,8 @@ def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_
   left = jax.tree_util.tree_map(lambda x: x[:-1], sigs)
   right = jax.tree_util.tree_map(lambda x: x[1:], sigs)
   changed = ~jax.vmap(same)(left, right)
-  # Static iteration count: the grid spacing is at most (t_hi - t_lo) / (num_grid - 1) <= 1 for
-  # the rho segments used here; 60 halvings of a unit interval reach 1e-18.
+  # Static iteration count: enough halvings to bring an interval of length 1 (rho segments lie in
+  # [0, 1]) below tol; grid intervals are shorter, so the result is within tol / 2.
   iters = int(math.ceil(math.log2(1.0 / tol))) + 2
 
   def bisect(lo, hi, s_lo):
@@ -501,8 +501,8 @@ def find_kinks(model: LinearModel, rho, direction, *, t_lo: float = 0.0, t_hi: f
   for t in (t_lo, t_hi):
     _check_rho(np.asarray(rho, float) + t * np.asarray(direction, float), model,
                name="rho + t * direction")
-  kinks, found = _kink_bracket_jit(model, rho, direction, t_lo=t_lo, t_hi=t_hi, num_grid=num_grid, tol=tol,
-                    by=by, policy=policy)
+  kinks, found = _kink_bracket_jit(model, rho, direction, t_lo=t_lo, t_hi=t_hi,
+                                   num_grid=num_grid, tol=tol, by=by, policy=policy)
   return sorted(float(k) for k in np.asarray(kinks)[np.asarray(found)])
 
 
@@ -760,8 +760,8 @@ def _restart_keys(key, restarts: int) -> Array:
   """``[restarts, 2]`` uint32 key words, one per restart (legacy ``PRNGKey`` format)."""
   k = _key_words(key)
   r = jnp.arange(restarts, dtype=jnp.uint32)
-  return jnp.stack([_fmix(k[0] ^ _fmix(r + jnp.uint32(1))), _fmix(k[1] + r * jnp.uint32(0x27D4EB2F))],
-                   axis=-1)
+  return jnp.stack([_fmix(k[0] ^ _fmix(r + jnp.uint32(1))),
+                    _fmix(k[1] + r * jnp.uint32(0x27D4EB2F))], axis=-1)
 
 
 def _uniform_in_balls(key, centres: Array, radii: Array) -> Array:

@@ -51,7 +51,8 @@ MAX_KINKS = 4
 _FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
-@functools.partial(jax.jit, static_argnames=("search_rho", "num_rho", "steps", "restarts", "families"),
+@functools.partial(jax.jit,
+                   static_argnames=("search_rho", "num_rho", "steps", "restarts", "families"),
                    compiler_options=_FAST_COMPILE)
 def _program(xi_norms, delta, p, map_rho, key, *, search_rho: float, num_rho: int, steps: int,
              restarts: int, families: tuple[str, ...] = FAMILIES):
@@ -90,7 +91,8 @@ def _program(xi_norms, delta, p, map_rho, key, *, search_rho: float, num_rho: in
     fams = {"d-rectangular": sens.d_rectangular_family(model, rho_c),
             "s,a-rectangular": sens.sa_rectangular_family(model, rho_sa),
             "factor-4 q at every step": sens.factor_q_family(model, 3, np.full(H, search_rho))}
-    found_v = {n: sens._search(model, policy, fam, key, steps, restarts, opt).value  # pylint: disable=protected-access
+    search = sens._search  # pylint: disable=protected-access
+    found_v = {n: search(model, policy, fam, key, steps, restarts, opt).value
                for n, fam in fams.items() if n in families}
     exact = {"d-rectangular": planning.initial_value(
                  model, planning.robust_evaluate(model, rho_c, policy)),
