@@ -174,9 +174,19 @@ def _run(xi_norms, *, delta, p, num_rho, map_rho, search_rho, steps, restarts, s
 
 
 def plot(panels: dict, path_base: str) -> None:
-  """Three rows (value, derivative, ``[H, d]`` map) x one column per ``||xi||_1``; PNG + PDF."""
+  """Writes ``figure(panels)`` to ``path_base.png`` and ``.pdf`` (Agg backend)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig = figure(panels)
+  fig.savefig(path_base + ".png", dpi=130)
+  fig.savefig(path_base + ".pdf")
+  plt.close(fig)
+
+
+def figure(panels: dict):
+  """Three rows (value, derivative, ``[H, d]`` map) x one column per ``||xi||_1``."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
   tags = list(panels)
@@ -214,6 +224,4 @@ def plot(panels: dict, path_base: str) -> None:
       a.tick_params(labelsize=7)
   fig.suptitle("Sensitivity of the optimal robust value to rho (linear MDP, exact)", fontsize=10)
   fig.tight_layout()
-  fig.savefig(path_base + ".png", dpi=130)
-  fig.savefig(path_base + ".pdf")
-  plt.close(fig)
+  return fig
