@@ -12,7 +12,7 @@ from drjax import _xla
 _xla.configure()  # before anything initializes JAX's CPU backend
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from drjax import envs, evaluate, planning, robust
+from drjax import envs, evaluate, planning, robust, sensitivity
 from drjax.agents.base import (
     Agent,
     AgentConfig,
@@ -65,6 +65,7 @@ __all__ = [
     "random_linear_drmdp",
     "rho_array",
     "robust",
+    "sensitivity",
     "sweep",
     "validate_hparams",
 ]

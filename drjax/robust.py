@@ -441,6 +441,37 @@ def tv_dual_nu(
 # --------------------------------------------------------------------------------------------
 
 
+@jax.custom_jvp
+def _tv_dual(mu: Array, V: Array, rho: Array) -> tuple[Array, Array]:
+  order = jnp.argsort(V)
+  vs = V[order]
+  ms = mu[order]
+  cm = jnp.cumsum(ms)
+  cmv = jnp.cumsum(ms * vs)
+  vals = cmv + vs * (cm[-1] - cm) - rho * (vs - vs[0])
+  idx = jnp.argmax(vals)
+  return vals[idx], vs[idx]
+
+
+@_tv_dual.defjvp
+def _tv_dual_jvp(primals, tangents):
+  """Danskin: ``d value = <nu*, dV> + <min(V, alpha*), dmu> - (alpha* - Vmin) drho``.
+
+  ``nu*`` is the primal minimiser (``tv_worst_case_distribution``). Differentiating the sorted
+  candidate formula instead gives the right value but, when ``V`` ties at ``alpha*`` across states
+  with different ``mu`` (structural in the paper's linear MDP), the gradient lands on the wrong
+  state of the tie.
+  """
+  mu, V, rho = primals
+  dmu, dV, drho = tangents
+  value, alpha = _tv_dual(mu, V, rho)
+  nu = tv_worst_case_distribution(mu, V, rho)
+  vmin = jnp.min(V)
+  dvalue = nu @ dV + jnp.minimum(V, alpha) @ dmu - (alpha - vmin) * drho
+  dalpha = dV[jnp.argmin(jnp.abs(V - alpha))]  # alpha* = V(s*) moves with V(s*)
+  return (value, alpha), (dvalue, dalpha)
+
+
 def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
   """``inf_{nu in Delta(S), TV(nu, mu) <= rho} E_nu V`` via the dual of Proposition 3.
 
@@ -452,7 +483,9 @@ def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
   sort and prefix sums (ties in ``V`` are handled: the prefix formula is exact at any position of
   a tied value). ``TV`` is ``1/2 ||nu - mu||_1``.
 
-  By the envelope theorem ``d value / d rho = -(alpha_star - Vmin)``.
+  By the envelope theorem ``d value / d rho = -(alpha_star - Vmin)``. Derivatives follow
+  Danskin's theorem (a custom JVP): ``d value / d V`` is the worst-case distribution (also where
+  ``V`` has ties) and ``d value / d mu = min(V, alpha_star)``.
 
   Args:
     mu: ``[S]`` nominal distribution.
@@ -470,14 +503,7 @@ def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
   mu = jnp.asarray(mu, dtype)
   V = jnp.asarray(V, dtype)
   rho = jnp.asarray(rho, dtype)
-  order = jnp.argsort(V)
-  vs = V[order]
-  ms = mu[order]
-  cm = jnp.cumsum(ms)
-  cmv = jnp.cumsum(ms * vs)
-  vals = cmv + vs * (cm[-1] - cm) - rho * (vs - vs[0])
-  idx = jnp.argmax(vals)
-  return vals[idx], vs[idx]
+  return _tv_dual(mu, V, rho)
 
 
 def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:

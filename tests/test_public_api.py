@@ -13,12 +13,18 @@ def test_public_names():
   expected = {"dr_lsvi_ucb", "lsvi_ucb", "make_hparams", "make_train", "sweep", "rho_array",
               "HParams", "QFunction", "AgentState", "TrainOutput", "robust", "planning",
               "evaluate", "envs", "LinearMDP", "PutOption", "RandomLinearMDP",
-              "random_linear_drmdp", "Environment", "FiniteEnvironment", "LinearModel"}
+              "random_linear_drmdp", "Environment", "FiniteEnvironment", "LinearModel",
+              "sensitivity"}
   assert expected <= set(drjax.__all__)
   for name in drjax.__all__:
     assert getattr(drjax, name) is not None, name
   for name in ("alpha_max_exact", "alpha_max_grid", "ridge_factors", "tv_worst_case_value"):
     assert callable(getattr(drjax.robust, name))
+  for name in drjax.sensitivity.__all__:
+    assert getattr(drjax.sensitivity, name) is not None, name
+  for name in ("rho_gradient", "param_gradient", "find_kinks", "one_sided_derivatives",
+               "learned_sensitivity", "worst_case_search", "project_tv_simplex"):
+    assert callable(getattr(drjax.sensitivity, name))
 
 
 def _flags_after_import(xla_flags=None, extra_env=None):

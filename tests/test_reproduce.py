@@ -145,6 +145,34 @@ def test_fig1_alone_trains_only_rho_one_four_of_half(tmp_path, monkeypatch):
     assert tuple(seen["rhos"]) == tuple(want)
 
 
+def test_sensitivity_outputs(results):
+  panels = _panels(results, "sensitivity")
+  assert set(panels) == {"xi0.1", "xi0.2", "xi0.3"}
+  for f in ("sensitivity.png", "sensitivity.pdf"):
+    assert os.path.getsize(os.path.join(results, "sensitivity", f)) > 1000
+  table = open(os.path.join(results, "results.md")).read()
+  for tag, p in panels.items():
+    assert {"rho", "value", "grad_autodiff", "grad_closed_form", "kinks", "config"} <= set(p)
+    np.testing.assert_allclose(p["rho"], np.linspace(0, 1, 101))
+    np.testing.assert_allclose(p["grad_autodiff"], p["grad_closed_form"], atol=1e-12)
+    xi = p["config"]["xi_norm"]
+    m, pp = 0.3 + xi, 0.001
+    rho_star = 1 - (1 - pp) * (2 * m + (1 - m) * (1 - pp) * m) / 2  # README / critical_point.py
+    assert len(p["kinks"]) == 1 and abs(p["kinks"][0] - rho_star) < 1e-8
+    # V* is convex piecewise linear in rho_1,4 with slope -2 g(a*): -2(0.3 + xi) then -2(0.3 - xi).
+    v, x = np.asarray(p["value"]), np.asarray(p["rho"])
+    # At rho = 1 every alpha of the TV dual ties and the smallest is taken: slope 0 there.
+    below, above = x < rho_star - 0.01, (x > rho_star + 0.01) & (x < 1)
+    assert p["grad_autodiff"][-1] == p["grad_closed_form"][-1] == 0.0
+    np.testing.assert_allclose(np.asarray(p["grad_autodiff"])[below], -2 * m, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(p["grad_autodiff"])[above], -2 * (0.3 - xi), atol=1e-9)
+    np.testing.assert_allclose(np.diff(v[below]) / 0.01, -2 * m, atol=1e-9)
+    for fam in p["worst_case"]["families"].values():
+      if fam["exact"] is not None:
+        assert fam["exact"] - 1e-12 <= fam["found"] <= fam["exact"] + 1e-4
+    assert f"| sensitivity | {tag} |" in table
+
+
 def test_crossing_and_area_by_hand():
   assert outputs.crossing([0, 1, 2], [0, 1, 2], [1, 1, 1]) == pytest.approx(1.0)
   assert outputs.crossing([0, 1], [0, 1], [1, 0]) == pytest.approx(0.5)

@@ -3,7 +3,7 @@
 The names below are importable without JAX, so the command line can validate flags cheaply.
 """
 
-FIGURES = ("fig1", "fig3", "fig2", "subopt")  # the NAMEs of `drjax reproduce`
+FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity")  # the NAMEs of `drjax reproduce`
 PRESET_NAMES = ("paper", "notebook")  # keys of drjax.paper.programs.PRESETS
 
 
