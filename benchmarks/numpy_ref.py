@@ -1,9 +1,10 @@
-"""Fast, vectorized NumPy implementations of drjax's DR-LSVI-UCB: the baselines drjax is timed against.
+"""Fast, vectorized NumPy implementations of drjax's DR-LSVI-UCB: the baselines of the benchmarks.
 
 The same algorithm as ``drjax.dr_lsvi_ucb`` with the paper preset (Liu & Xu 2024, Algorithm 1):
 ``w_h = theta_h + nu_h`` with the known reward parameter theta,
 ``nu_{h,i} = max_{alpha in [0, H]} z_{h,i}(alpha) - rho_{h,i} alpha``,
-``z_h(alpha) = Lambda_h^-1 sum_n g_n min(V_{h+1}(x_n), alpha)`` (``Lambda_h = lam I + sum phi phi^T``),
+``z_h(alpha) = Lambda_h^-1 sum_n g_n min(V_{h+1}(x_n), alpha)``
+(``Lambda_h = lam I + sum phi phi^T``),
 bonus ``beta sum_i phi_i sqrt([Lambda_h^-1]_ii)``, ``Q_h = clip(phi (w_h + beta sqrt(diag
 Lambda_h^-1)), 0, H - h)`` (0-indexed h), ``Q = 0`` at the fail state, ``V_{H+1} = 0``; greedy
 actions with ties among the maximizers of the clipped Q broken by the largest unclipped value, then
@@ -11,35 +12,54 @@ the lowest index (drjax's ``tie_break="optimistic"``). Episode k plans on the k 
 
 Written to be fast, not as a straw man:
 
-* every array has a leading seed axis ``N``: all seeds advance together, one NumPy call per step;
+* all N seeds advance together (every array has a seed axis; layout ``[H, N, ...]``), one NumPy
+  call per step for all seeds; acting in a finite environment reads a precomputed greedy-action
+  table of every (step, state) and samples next states from a precomputed cumulative kernel;
 * planning is O(k) in the ``k`` stored episodes (the buffers are preallocated, but every plan
   slices the first ``k`` slots); the last step needs no regression (``V_{H+1} = 0`` gives
   ``nu_H = 0`` exactly);
 * ``Lambda_h^-1`` is kept up to date by Sherman-Morrison rank-1 steps, batched over seeds and
-  steps (``O(d^2)`` per transition; measured faster than refactorizing the stacked ``[H, N, d, d]``
-  Gram matrices with ``np.linalg.inv`` at every plan, at every size benchmarked);
-* the alpha maximization is exact: all candidates ``{0, H} U {V_n}`` (``V_n`` is in ``[0, H]``
-  by the clipping) are evaluated for all ``d`` coordinates at once, by one ``argsort`` plus prefix
-  sums batched over seeds, or, for few atoms (``n <= SORT_FREE_MAX_ATOMS``, the faster choice
-  there as measured), sort-free as one batched ``[n, n] x [n, d]`` product of ``min(V_n, V_j)``;
-  then one batched ``[m, d] x [d, d]`` product with ``Lambda^-1`` (candidate 0 gives exactly 0);
+  steps (``O(d^2)`` per transition). Measured against rebuilding the Gram matrices and inverting
+  the stacked ``[H, N, d, d]`` batch with ``np.linalg.inv`` at every plan (``cholesky`` alone,
+  which gives no ``diag(Lambda^-1)``, in brackets): 0.65 vs 7.2 (2.9) ms for H 3, N 1000, d 4;
+  31 vs 436 (160) ms for H 10, N 1000, d 21; 105 vs 2244 (602) ms for H 10, N 100, d 128;
+* the ridge-operator rows ``Lambda_h^-1 g_t`` of the atoms are kept up to date by rank-1 steps too
+  (``update_rows``: ``O(n d)`` per transition, ``ridge="update"``) instead of being recomputed
+  at every plan (``O(n d^2)``, ``ridge="solve"``, what drjax does); both give the same numbers
+  up to rounding. ``ridge="auto"`` (default) picks by d, as measured (process CPU s, update vs
+  solve): d = 128 random DRMDP 100 seeds x 20 episodes 2.3 vs 4.5; put option (d = 21) 1,000 x 20
+  0.91 vs 0.97; linear MDP (d = 4) buffer 1,000 x 100 3.4 vs 2.6, 1 x 3,000 3.8 vs 3.6;
+* the alpha maximization is exact: ``z(alpha) = sum_t rows_t min(V_t, alpha)`` at every
+  candidate ``{0, H} U {V_t}`` (``V_t`` is in ``[0, H]`` by the clipping), for all ``d``
+  coordinates at once: one ``argsort`` per seed, one gather of the rows in sorted order
+  (atoms-first, ``[n, N, d]``), two prefix sums (row-wise adds: NumPy's ``cumsum`` along an axis
+  is a scalar loop, 10-40x slower on wide rows), batched over seeds; for a few atoms
+  (``n <= SORT_FREE_MAX_ATOMS``, where it measured as fast or faster) a sort-free broadcast
+  evaluation of all ``(n + 1) x n`` terms ``min(V_t, V_j)``;
 * finite environments also have the sufficient-statistics form: the atoms are the next states s'
   with weights ``G_h[s'] = sum of phi over stored step-h transitions into s'``, so a plan costs
-  ``O(H (S A d + S log S + S d^2))`` whatever ``k``; the Q-values of every state computed by the
-  plan are reused to act, and transitions are sampled from a precomputed cumulative kernel.
+  ``O(H (S A d + S log S + S d))`` whatever ``k`` (plus ``O(d^2)`` per transition for
+  Sherman-Morrison);
+* one BLAS thread (``blas_threads``; the ``threads`` option): drjax's XLA runs single-threaded
+  Eigen, and multithreaded OpenBLAS on the shared 2-core machine was erratic (the same batched
+  product took 0.5 ms to 160 ms from one call to the next, 1-2 ms with one thread; 100 seeds x 20
+  episodes of the d = 128 random DRMDP: 3.9 vs 2.3 s process CPU, and once 127 vs 17 s wall).
 
 Floating point: ``dtype=np.float32`` by default (drjax's benchmarks run in float32, and float32
-was measured faster here, most clearly at d = 128 where BLAS dominates); pass ``np.float64`` for
-comparisons to rounding (the tests do).
+was measured faster here; process CPU s, float32 vs float64: linear MDP 1,000 seeds x 100
+episodes (stats) 0.56 vs 0.72, put option 1,000 x 20 0.91 vs 1.57, d = 128 random DRMDP 100 x 20
+2.3 vs 4.1); pass ``np.float64`` for comparisons to rounding (the tests do).
 
 Randomness: ``np.random.default_rng(seed)`` only; all uniforms of a run are drawn up front. The
 trajectories differ from drjax's (different random numbers); ``check_agreement`` compares the mean
 returns of both with a standard error.
 
 Entry points: ``linear_mdp``, ``random_drmdp``, ``put_option`` (each returns ``[N, K]`` training
-returns), ``train_finite`` (any finite linear MDP given as arrays), ``model_from_drjax``, the
-building blocks ``alpha_max``, ``sherman_morrison``, ``plan_buffer``, ``plan_stats``, and
-``check_agreement``.
+returns), ``train_finite`` (any finite linear MDP given as arrays), ``linear_mdp_model``,
+``random_model``, ``model_from_drjax``, the building blocks ``alpha_max``, ``sherman_morrison``,
+``update_rows``, ``ridge_rows``, ``plan_buffer``, ``plan_stats``, ``q_table``, and
+``check_agreement`` / ``drjax_returns``. ``python benchmarks/numpy_ref.py`` times the benchmark
+workloads once.
 """
 
 from __future__ import annotations
@@ -52,9 +72,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-SORT_FREE_MAX_ATOMS = 8  # sort-free exact alpha-max up to this many atoms (measured crossover)
+SORT_FREE_MAX_ATOMS = 6  # sort-free exact alpha-max up to this many atoms (measured crossover)
 ROW_ADD_MIN = 256  # prefix sums by row adds when a row has at least this many entries
-SM_CHUNK_MIN = 1 << 18  # Sherman-Morrison one step at a time above this many entries per step
+RIDGE_UPDATE_MIN_D = 9  # ridge="auto": rank-1 row updates from this d on, else re-solve per plan
+RIDGE_MODES = ("auto", "update", "solve")
+SM_CHUNK_MIN = 1 << 18  # rank-1 updates one step h at a time above this many entries per step
 STRIKE, UP, DOWN = 100.0, 1.02, 0.98
 
 
@@ -127,10 +149,11 @@ def blas_threads(num_threads: int | None):
 # ---------------------------------------------------------------------------------------------
 # Kernels (batched over seeds)
 #
-# Layouts: per step h, the seeds' regression atoms are stored atoms-first, ``rows [n, N, d]``:
-# prefix sums and maxima over atoms are then sums / maxima of contiguous ``[N, d]`` blocks
-# (NumPy's ``cumsum`` along an axis is a scalar loop, 10-40x slower than adding whole rows when the
-# rows are wide); everything else is seed-first (``next_phi [N, K, A, d]``: one batched matmul).
+# Layouts: arrays are step-major then seed-major (``[H, N, ...]``); the regression atoms of one
+# step are ``rows [N, n, d]``. The alpha maximization gathers them, sorted, atoms-first (``[n, N,
+# d]``), so that prefix sums and maxima over atoms are adds / maxima of whole contiguous ``[N, d]``
+# blocks: NumPy's ``cumsum`` along an axis and its reductions over a short last axis are scalar
+# loops, 5-40x slower here than row-wise ufunc calls on wide rows.
 
 
 def _cumsum0(x: np.ndarray) -> None:
@@ -140,6 +163,17 @@ def _cumsum0(x: np.ndarray) -> None:
       np.add(x[j - 1], x[j], out=x[j])
   else:
     np.cumsum(x, axis=0, out=x)
+
+
+def _max_last(x: np.ndarray) -> np.ndarray:
+  """``x.max(-1)`` without NumPy's slow reduction over a short contiguous last axis."""
+  a = x.shape[-1]
+  if a == 1:
+    return x[..., 0].copy()
+  if a == 2:
+    return np.maximum(x[..., 0], x[..., 1])
+  axes = (x.ndim - 1,) + tuple(range(x.ndim - 1))
+  return np.maximum.reduce(np.ascontiguousarray(x.transpose(axes)), axis=0)
 
 
 def sherman_morrison(pinv: np.ndarray, phi: np.ndarray) -> np.ndarray:
@@ -153,7 +187,7 @@ def sherman_morrison(pinv: np.ndarray, phi: np.ndarray) -> np.ndarray:
     ``[..., d]`` ``new_pinv @ phi = old_pinv @ phi / (1 + phi^T old_pinv phi)``.
   """
   pu = np.matmul(pinv, phi[..., None])  # [..., d, 1]
-  u = pu[..., 0] / (1.0 + np.sum(pu[..., 0] * phi, axis=-1))[..., None]
+  u = pu[..., 0] / (1.0 + np.matmul(phi[..., None, :], pu)[..., 0])
   if pinv.ndim > 3 and pinv[0].size >= SM_CHUNK_MIN:  # cache-sized temporaries
     for i in range(pinv.shape[0]):
       pinv[i] -= pu[i] * u[i, ..., None, :]
@@ -170,18 +204,29 @@ def update_rows(rows: np.ndarray, phi: np.ndarray, new_pinv_phi: np.ndarray) -> 
   instead of ``O(n d^2)`` to recompute the rows.
 
   Args:
-    rows: ``[..., n, N, d]`` ridge-operator rows of the atoms.
-    phi: ``[..., N, d]`` the new transition's features.
-    new_pinv_phi: ``[..., N, d]`` from ``sherman_morrison``.
+    rows: ``[..., n, d]`` ridge-operator rows of the atoms.
+    phi: ``[..., d]`` the new transition's features.
+    new_pinv_phi: ``[..., d]`` from ``sherman_morrison``.
   """
-  dots = np.einsum("...tnd,...nd->...tn", rows, phi)
-  rows -= dots[..., None] * new_pinv_phi[..., None, :, :]
+  if rows.ndim > 3 and rows[0].size >= SM_CHUNK_MIN:  # cache-sized temporaries
+    for i in range(rows.shape[0]):
+      update_rows(rows[i], phi[i], new_pinv_phi[i])
+    return
+  rows -= np.matmul(rows, phi[..., None]) * new_pinv_phi[..., None, :]
+
+
+def _ridge_update(ridge: str, d: int) -> bool:
+  return ridge == "update" or (ridge == "auto" and d >= RIDGE_UPDATE_MIN_D)
 
 
 def ridge_rows(pinv: np.ndarray, g: np.ndarray) -> np.ndarray:
-  """``[..., n, N, d]`` ridge-operator rows ``Lambda^-1 g_t`` (``pinv [..., N, d, d]``)."""
-  r = np.matmul(np.swapaxes(g, -3, -2), np.swapaxes(pinv, -1, -2))  # [..., N, n, d]
-  return np.ascontiguousarray(np.swapaxes(r, -3, -2))
+  """``[..., n, d]`` ridge-operator rows ``Lambda^-1 g_t``.
+
+  Args:
+    pinv: ``[..., d, d]``.
+    g: ``[..., n, d]`` atom weights.
+  """
+  return np.matmul(g, np.swapaxes(pinv, -1, -2))
 
 
 def alpha_max(rows: np.ndarray, v: np.ndarray, rho, horizon: float,
@@ -193,8 +238,9 @@ def alpha_max(rows: np.ndarray, v: np.ndarray, rho, horizon: float,
   0`` gives exactly 0. Requires ``0 <= v <= H`` (true of clipped Q-values).
 
   Args:
-    rows: ``[n, N, d]`` ``Lambda^-1 g_t`` for the atoms t (``ridge_rows``), atoms first.
-    v: ``[n, N]`` atom values in ``[0, H]``.
+    rows: ``[N, m, d]`` ``Lambda^-1 g_t`` for the atoms (``ridge_rows``); the first ``n`` are used
+      (``m >= n``: a buffer of capacity m holding n atoms).
+    v: ``[N, n]`` atom values in ``[0, H]``.
     rho: ``[d]`` or ``[N, d]``.
     horizon: H.
     sort: ``False`` evaluates each candidate directly (``O(n^2 d)``), ``True`` by one
@@ -204,7 +250,8 @@ def alpha_max(rows: np.ndarray, v: np.ndarray, rho, horizon: float,
   Returns:
     ``[N, d]`` nu.
   """
-  n, N, d = rows.shape
+  N, m, d = rows.shape
+  n = v.shape[1]
   if n == 0:
     return np.zeros((N, d), rows.dtype)
   rho = np.asarray(rho, rows.dtype)
@@ -212,25 +259,41 @@ def alpha_max(rows: np.ndarray, v: np.ndarray, rho, horizon: float,
     sort = n > SORT_FREE_MAX_ATOMS
   if not sort:
     c = np.empty((n + 1, N, 1), rows.dtype)  # candidates v_0 .. v_{n-1}, H
-    c[:n, :, 0] = v
+    c[:n, :, 0] = v.T
     c[n] = horizon
-    z = np.einsum("jtn,tnd->jnd", np.minimum(v[None], c[:, None, :, 0]), rows)
+    z = np.einsum("jnt,ntd->jnd", np.minimum(v[None], c), rows[:, :n])
     z -= c * rho
-    best = z.max(axis=0)
+    best = np.maximum.reduce(z, axis=0)
     return np.maximum(best, 0.0, out=best)
-  order = np.argsort(v, axis=0)
-  flat = (order * N + np.arange(N)).ravel()
-  vs = v.ravel().take(flat).reshape(n, N, 1)
-  cm = rows.reshape(n * N, d).take(flat, axis=0).reshape(n, N, d)
-  cmv = cm * vs
-  _cumsum0(cm)
-  _cumsum0(cmv)
-  best = cmv[-1] - rho * horizon  # alpha = H (v <= H)
-  # alpha = vs_j: z = sum_{t <= j} m_t vs_t + vs_j sum_{t > j} m_t (exact under ties too).
-  np.subtract(cm[-1] - rho, cm, out=cm)
+  rows = np.ascontiguousarray(rows)
+  v = np.ascontiguousarray(v)
+  order = np.argsort(v, axis=1)
+  order += (m * np.arange(N))[:, None]
+  wide = N * d >= ROW_ADD_MIN
+  flat = order.T.ravel() if wide else order.ravel()
+  vs = v.ravel().take(flat - (m - n) * (flat // m) if m != n else flat)  # ascending per seed
+  cm = rows.reshape(N * m, d).take(flat, axis=0)  # the rows, sorted by v
+  if wide:  # atoms first [n, N, d]: prefix sums by adds of whole [N, d] rows
+    vs = vs.reshape(n, N, 1)
+    cm = cm.reshape(n, N, d)
+    cmv = cm * vs
+    _cumsum0(cm)
+    _cumsum0(cmv)
+    tot, axis = cm[-1], 0
+  else:  # few seeds: [N, d, n], prefix sums and maxima along contiguous rows
+    vs = vs.reshape(N, 1, n)
+    cm = np.ascontiguousarray(cm.reshape(N, n, d).transpose(0, 2, 1))
+    cmv = cm * vs
+    np.cumsum(cm, axis=2, out=cm)
+    np.cumsum(cmv, axis=2, out=cmv)
+    tot, axis, rho = cm[:, :, -1], 2, rho[..., None]
+  # alpha = H (v <= H): z = sum_t m_t v_t. alpha = vs_j: z = sum_{t <= j} m_t vs_t +
+  # vs_j sum_{t > j} m_t (exact under ties too); minus rho alpha.
+  best = (cmv[-1] if wide else cmv[:, :, -1]) - rho.reshape(-1, d) * horizon
+  np.subtract(tot[None] - rho if wide else tot[..., None] - rho, cm, out=cm)
   cm *= vs
   cm += cmv
-  np.maximum(best, cm.max(axis=0), out=best)
+  np.maximum(best, np.maximum.reduce(cm, axis=axis), out=best)
   return np.maximum(best, 0.0, out=best)
 
 
@@ -245,9 +308,11 @@ def plan_buffer(theta, pinv, rows, next_phi, next_fail, k: int, rho, beta: float
   Args:
     theta: ``[H, d]``.
     pinv: ``[H, N, d, d]`` ``Lambda_h^-1`` (with ``lam I``).
-    rows: ``[H, K, N, d]`` ``Lambda_h^-1 phi`` of the stored transitions (``ridge_rows``, or kept
+    rows: ``[H, N, K, d]`` ``Lambda_h^-1 phi`` of the stored transitions (``ridge_rows``, or kept
       up to date by ``update_rows``; slots ``>= k`` unused).
-    next_phi: ``[H, N, K, A, d]`` features of every action at the next state.
+    next_phi: ``[H, N, d, K, A]`` features of every action at the next state, feature-major
+      (so that the Q-values of the k stored next states are one ``[1, d] x [d, k A]`` product
+      per seed: 2-6x faster than ``[k A, d] x [d, 1]`` at d = 4, as fast at d = 21).
     next_fail: ``[H, N, K]`` whether the next state is the fail state.
     k: number of stored episodes.
     rho: ``[H, d]``.
@@ -258,21 +323,22 @@ def plan_buffer(theta, pinv, rows, next_phi, next_fail, k: int, rho, beta: float
     unclipped optimistic Q is ``phi @ u[h]``.
   """
   H, N, _, d = pinv.shape
-  A = next_phi.shape[3]
+  A = next_phi.shape[4]
   u = beta * sqrt_diag(pinv)
   w = np.empty((H, N, d), pinv.dtype)
   w[H - 1] = theta[H - 1]  # V_{H+1} = 0: nu_H = 0
   u[H - 1] += theta[H - 1]
   for h in range(H - 2, -1, -1):
     if k == 0:
-      nu = 0.0
+      w[h] = theta[h]
     else:
-      q = np.matmul(next_phi[h, :, :k].reshape(N, k * A, d), u[h + 1][:, :, None])
+      q = np.matmul(u[h + 1][:, None, :], next_phi[h, :, :, :k].reshape(N, d, k * A))
       # V = max_a clip(Q) = clip(max_a Q) (clipping is monotone); top_{h+1} = H - (h + 1).
-      v = np.clip(q.reshape(N, k, A).max(axis=2), 0.0, H - h - 1)
+      v = _max_last(q.reshape(N, k, A))
+      np.maximum(v, 0.0, out=v)
+      np.minimum(v, H - h - 1, out=v)
       v[next_fail[h, :, :k]] = 0.0
-      nu = alpha_max(rows[h, :k], np.ascontiguousarray(v.T), rho[h], H)
-    w[h] = theta[h] + nu
+      np.add(theta[h], alpha_max(rows[h], v, rho[h], H), out=w[h])
     u[h] += w[h]
   return w, u
 
@@ -283,7 +349,7 @@ def plan_stats(theta, pinv, rows, phi_tab, fail_state: int, rho, beta: float):
   Args:
     theta: ``[H, d]``.
     pinv: ``[H, N, d, d]`` ``Lambda_h^-1``.
-    rows: ``[H, S, N, d]`` ``Lambda_h^-1 G_h[s']``, ``G_h[s']`` the sum of the features of the
+    rows: ``[H, N, S, d]`` ``Lambda_h^-1 G_h[s']``, ``G_h[s']`` the sum of the features of the
       seed's stored step-h transitions into ``s'``.
     phi_tab: ``[H, S, A, d]`` features of every (step, state, action).
     fail_state: index of the fail state.
@@ -300,17 +366,33 @@ def plan_stats(theta, pinv, rows, phi_tab, fail_state: int, rho, beta: float):
   u = beta * sqrt_diag(pinv)
   w = np.empty((H, N, d), pinv.dtype)
   qraw = np.empty((H, S, A, N), pinv.dtype)
+  tab = phi_tab.reshape(H, S * A, d)
   w[H - 1] = theta[H - 1]  # V_{H+1} = 0: nu_H = 0
   for h in range(H - 1, -1, -1):
     u[h] += w[h]
     q = qraw[h]
-    np.matmul(phi_tab[h].reshape(S * A, d), u[h].T, out=q.reshape(S * A, N))
+    np.matmul(tab[h], u[h].T, out=q.reshape(S * A, N))
     q[fail_state] = 0.0
-    if h > 0:  # regression of step h - 1 on V_h
-      v = np.clip(q.max(axis=1), 0.0, H - h)  # [S, N]; clipping is monotone
-      v[fail_state] = 0.0
-      w[h - 1] = theta[h - 1] + alpha_max(rows[h - 1], v, rho[h - 1], H)
+    if h > 0:  # regression of step h - 1 on V_h (0 at the fail state: its Q row is 0)
+      v = np.maximum.reduce(q, axis=1)  # [S, N]; clip(max_a Q) = max_a clip(Q)
+      np.maximum(v, 0.0, out=v)
+      np.minimum(v, H - h, out=v)
+      np.add(theta[h - 1], alpha_max(rows[h - 1], v.T, rho[h - 1], H), out=w[h - 1])
   return w, qraw
+
+
+def q_table(phi_tab, u, fail_state: int):
+  """``[H, S, A, N]`` unclipped optimistic Q of every (step, state, action), 0 at the fail state.
+
+  Args:
+    phi_tab: ``[H, S, A, d]``.
+    u: ``[H, N, d]`` ``w + beta sqrt(diag Lambda^-1)`` (``plan_buffer``).
+    fail_state: index of the fail state.
+  """
+  H, S, A, d = phi_tab.shape
+  q = np.matmul(phi_tab.reshape(H, S * A, d), np.swapaxes(u, 1, 2)).reshape(H, S, A, -1)
+  q[:, fail_state] = 0.0
+  return q
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +404,7 @@ def _rho_array(rho, H, d, dtype):
 
 
 def train_finite(model: FiniteModel, num_seeds: int, num_episodes: int, *, rho, form="stats",
-                 beta=1.0, lam=0.1, seed=0, ridge="update", dtype=np.float32,
+                 beta=1.0, lam=0.1, seed=0, ridge="auto", dtype=np.float32,
                  threads: int | None = 1) -> np.ndarray:
   """DR-LSVI-UCB on a finite linear MDP, all seeds at once.
 
@@ -336,7 +418,9 @@ def train_finite(model: FiniteModel, num_seeds: int, num_episodes: int, *, rho, 
     seed: seed of ``np.random.default_rng``.
     ridge: ``"update"`` keeps the ridge-operator rows ``Lambda_h^-1 g_t`` up to date by rank-1
       steps (``update_rows``, ``O(n d)`` per transition); ``"solve"`` recomputes them from the
-      atoms at every plan (``O(n d^2)``, what drjax does). The same numbers up to rounding.
+      atoms at every plan (``O(n d^2)``, what drjax does); ``"auto"`` (default): ``"update"``
+      for ``d >= RIDGE_UPDATE_MIN_D``, else ``"solve"`` (measured faster at d = 4). The same
+      numbers up to rounding.
     dtype: float dtype of the computation.
     threads: OpenBLAS threads during the run (see ``blas_threads``; ``None``: unchanged).
 
@@ -345,8 +429,8 @@ def train_finite(model: FiniteModel, num_seeds: int, num_episodes: int, *, rho, 
   """
   if form not in ("stats", "buffer"):
     raise ValueError(f"form must be 'stats' or 'buffer', got {form!r}")
-  if ridge not in ("update", "solve"):
-    raise ValueError(f"ridge must be 'update' or 'solve', got {ridge!r}")
+  if ridge not in RIDGE_MODES:
+    raise ValueError(f"ridge must be one of {RIDGE_MODES}, got {ridge!r}")
   with blas_threads(threads):
     return _train_finite(model, int(num_seeds), int(num_episodes), rho, form, beta, lam, seed,
                          ridge, dtype)
@@ -360,63 +444,80 @@ def _train_finite(model, N, K, rho, form, beta, lam, seed, ridge, dtype):
   rho = _rho_array(rho, H, d, dtype)
   trans = np.matmul(np.asarray(model.phi, np.float64).reshape(H, S * A, d),
                     np.asarray(model.mu, np.float64)).reshape(H, S, A, S)
-  cum_p = np.cumsum(trans, axis=-1).astype(dtype)  # [H, S, A, S]
+  cum_p = _cdf(trans).astype(dtype)  # [H, S, A, S]
   rew = np.einsum("hsad,hd->hsa", phi_tab, theta)  # [H, S, A]
-  cum_init = np.cumsum(np.asarray(model.init_dist, np.float64)).astype(dtype)
+  cum_init = _cdf(np.asarray(model.init_dist, np.float64)).astype(dtype)
 
   rng = np.random.default_rng(seed)
-  unif = rng.random((K, H + 1, N), dtype=np.float32).astype(dtype)  # [:, H]: initial state
+  # Uniforms for inverse-CDF sampling: [:, h] for step h, [:, H] for the initial state.
+  unif = rng.random((K, H + 1, N, 1), dtype=np.float32).astype(dtype)
   ar, hs = np.arange(N), np.arange(H)[:, None]
-  update = ridge == "update"
+  update = _ridge_update(ridge, d)
   pinv = np.broadcast_to(np.eye(d, dtype=dtype) / dtype(lam), (H, N, d, d)).copy()
   stats = form == "stats"
   n_atoms = S if stats else K
-  rows = np.zeros((H, n_atoms, N, d), dtype)  # Lambda^-1 g per atom ("update")
-  atoms = None if update else np.zeros((H, n_atoms, N, d), dtype)  # g per atom ("solve")
+  rows = np.zeros((H, N, n_atoms, d), dtype)  # Lambda^-1 g per atom ("update")
+  atoms = None if update else np.zeros((H, N, n_atoms, d), dtype)  # g per atom ("solve")
   if not stats:
-    buf_nphi = np.zeros((H, N, K, A, d), dtype)
+    buf_nphi = np.zeros((H, N, d, K, A), dtype)  # feature-major (see plan_buffer)
     buf_nfail = np.zeros((H, N, K), bool)
-    next_tab = phi_tab[np.minimum(np.arange(H) + 1, H - 1)]  # features at step h + 1
-  returns = np.zeros((N, K), dtype)
-  ep_phi = np.empty((H, N, d), dtype)
+    # Features at step h + 1 of every state, feature-major: [H, S, d, A].
+    next_tab = np.ascontiguousarray(
+        phi_tab[np.minimum(np.arange(H) + 1, H - 1)].transpose(0, 1, 3, 2))
+  returns = np.zeros((K, N), dtype)
+  ep_s = np.empty((H, N), np.intp)
+  ep_a = np.empty((H, N), np.intp)
   ep_next = np.empty((H, N), np.intp)
-  top = S - 1
 
   for k in range(K):
     if not update:
-      rows = ridge_rows(pinv, atoms[:, :(S if stats else k)])
+      rows = ridge_rows(pinv, atoms[:, :, :(S if stats else k)])
     if stats:
       _, qraw = plan_stats(theta, pinv, rows, phi_tab, fail, rho, beta)
     else:
       _, u = plan_buffer(theta, pinv, rows, buf_nphi, buf_nfail, k, rho, beta)
-    s = np.minimum((cum_init[None, :] < unif[k, H][:, None]).sum(axis=1), top)
-    ret = returns[:, k]
+      qraw = q_table(phi_tab, u, fail)
+    # Greedy action of every (step, state, seed): the largest unclipped value (the maximizers of
+    # the clipped Q include it), then the lowest index; all actions tie at 0 in the fail state.
+    greedy = qraw.argmax(axis=2)  # [H, S, N]
+    uk = unif[k]
+    s = (cum_init < uk[H]).sum(axis=1)
     for h in range(H):
-      if stats:
-        q = qraw[h][s, :, ar]  # [N, A]
-      else:
-        q = np.matmul(phi_tab[h][s], u[h][:, :, None])[:, :, 0]
-        q[s == fail] = 0.0
-      a = q.argmax(axis=1)
-      ep_phi[h] = phi_tab[h][s, a]
-      ret += rew[h][s, a]
-      s = np.minimum((cum_p[h][s, a] < unif[k, h][:, None]).sum(axis=1), top)
+      a = greedy[h][s, ar]
+      ep_s[h] = s
+      ep_a[h] = a
+      s = (cum_p[h][s, a] < uk[h]).sum(axis=1)
       ep_next[h] = s
+    ep_phi = phi_tab[hs, ep_s, ep_a]  # [H, N, d]
+    np.add.reduce(rew[hs, ep_s, ep_a], axis=0, out=returns[k])
     new_rows = sherman_morrison(pinv, ep_phi)  # [H, N, d] Lambda^-1 phi after the update
     if update:
-      update_rows(rows if stats else rows[:, :k], ep_phi, new_rows)
+      update_rows(rows if stats else rows[:, :, :k], ep_phi, new_rows)
       if stats:
-        rows[hs, ep_next, ar] += new_rows
+        rows[hs, ar, ep_next] += new_rows
       else:
-        rows[:, k] = new_rows
+        rows[:, :, k] = new_rows
     elif stats:
-      atoms[hs, ep_next, ar] += ep_phi
+      atoms[hs, ar, ep_next] += ep_phi
     else:
-      atoms[:, k] = ep_phi
+      atoms[:, :, k] = ep_phi
     if not stats:
-      buf_nphi[:, :, k] = next_tab[hs, ep_next]
+      buf_nphi[:, :, :, k] = next_tab[hs, ep_next]
       buf_nfail[:, :, k] = ep_next == fail
-  return returns
+  return returns.T.copy()
+
+
+def _cdf(p: np.ndarray) -> np.ndarray:
+  """Cumulative sums over the last axis, exactly 1 from the last state with positive mass on.
+
+  Sampling is ``#{j : cdf_j < u}`` for ``u ~ U[0, 1)``: states after the last one with positive
+  mass can never be drawn (rounding could otherwise leave ``cdf < 1`` there).
+  """
+  cdf = np.cumsum(p, axis=-1)
+  tail = np.cumsum(p[..., ::-1], axis=-1)[..., ::-1]  # mass of states >= j
+  after = np.concatenate([tail[..., 1:], np.zeros_like(tail[..., :1])], axis=-1)
+  cdf[after <= 0] = 1.0
+  return cdf
 
 
 def linear_mdp_model(*, xi_norm=0.1, delta=0.3, p=0.001) -> FiniteModel:
@@ -438,7 +539,7 @@ def linear_mdp_model(*, xi_norm=0.1, delta=0.3, p=0.001) -> FiniteModel:
 
 
 def linear_mdp(num_seeds, num_episodes, *, form="stats", rho14=0.5, xi_norm=0.1, delta=0.3,
-               p=0.001, beta=1.0, lam=0.1, seed=0, ridge="update", dtype=np.float32,
+               p=0.001, beta=1.0, lam=0.1, seed=0, ridge="auto", dtype=np.float32,
                threads: int | None = 1) -> np.ndarray:
   """DR-LSVI-UCB on the paper's linear MDP (source domain): ``[N, K]`` training returns.
 
@@ -481,7 +582,7 @@ def random_model(S=50, A=32, d=128, H=10, seed=0) -> FiniteModel:
 
 
 def random_drmdp(num_seeds, num_episodes, *, model: FiniteModel | None = None, S=50, A=32, d=128,
-                 H=10, rho=0.1, beta=1.0, lam=0.1, form="stats", seed=0, ridge="update",
+                 H=10, rho=0.1, beta=1.0, lam=0.1, form="stats", seed=0, ridge="auto",
                  dtype=np.float32, threads: int | None = 1) -> np.ndarray:
   """DR-LSVI-UCB (sufficient statistics) on a random linear DRMDP: ``[N, K]`` training returns.
 
@@ -515,7 +616,7 @@ def put_features(price, exited, anchors, spacing):
 
 
 def put_option(num_seeds, num_episodes, *, rho=0.3, beta=1.0, lam=0.1, p_u=0.5, init_low=95.0,
-               init_high=105.0, num_anchors=20, horizon=10, seed=0, ridge="update",
+               init_high=105.0, num_anchors=20, horizon=10, seed=0, ridge="auto",
                dtype=np.float32, threads: int | None = 1) -> np.ndarray:
   """DR-LSVI-UCB (buffer form) on the paper-variant American put option: ``[N, K]`` returns.
 
@@ -526,8 +627,8 @@ def put_option(num_seeds, num_episodes, *, rho=0.3, beta=1.0, lam=0.1, p_u=0.5, 
   (price x1.02 w.p. ``p_u``, else x0.98). ``rho`` is a scalar (every (h, i)) or ``[H, d]``;
   ``ridge``, ``dtype`` and ``threads`` as in ``train_finite``.
   """
-  if ridge not in ("update", "solve"):
-    raise ValueError(f"ridge must be 'update' or 'solve', got {ridge!r}")
+  if ridge not in RIDGE_MODES:
+    raise ValueError(f"ridge must be one of {RIDGE_MODES}, got {ridge!r}")
   with blas_threads(threads):
     return _put_option(int(num_seeds), int(num_episodes), rho, beta, lam, p_u, init_low,
                        init_high, int(num_anchors), int(horizon), seed, ridge, dtype)
@@ -548,17 +649,17 @@ def _put_option(N, K, rho, beta, lam, p_u, init_low, init_high, num_anchors, hor
   up = rng.random((K, H, N), dtype=np.float32) < p_u
   move = np.where(up, dtype(UP), dtype(DOWN))
   ar = np.arange(N)
-  update = ridge == "update"
+  update = _ridge_update(ridge, d)
   pinv = np.broadcast_to(np.eye(d, dtype=dtype) / dtype(lam), (H, N, d, d)).copy()
-  rows = np.zeros((H, K, N, d), dtype)  # Lambda^-1 phi per stored transition ("update")
-  atoms = None if update else np.zeros((H, K, N, d), dtype)  # phi per transition ("solve")
-  buf_nphi = np.zeros((H, N, K, A, d), dtype)
+  rows = np.zeros((H, N, K, d), dtype)  # Lambda^-1 phi per stored transition ("update")
+  atoms = None if update else np.zeros((H, N, K, d), dtype)  # phi per transition ("solve")
+  buf_nphi = np.zeros((H, N, d, K, A), dtype)  # feature-major (see plan_buffer)
   buf_nfail = np.zeros((H, N, K), bool)
   returns = np.zeros((N, K), dtype)
   ep_phi = np.empty((H, N, d), dtype)
   for k in range(K):
     if not update:
-      rows = ridge_rows(pinv, atoms[:, :k])
+      rows = ridge_rows(pinv, atoms[:, :, :k])
     _, u = plan_buffer(theta, pinv, rows, buf_nphi, buf_nfail, k, rho, beta)
     price = init[k].copy()
     exited = np.zeros(N, bool)
@@ -573,14 +674,14 @@ def _put_option(N, K, rho, beta, lam, p_u, init_low, init_high, num_anchors, hor
       price = np.where(exercise | exited, price, price * move[k, h])
       exited |= exercise
       feats = put_features(price, exited, anchors, spacing)
-      buf_nphi[h, :, k] = feats
+      buf_nphi[h, :, :, k] = feats.transpose(0, 2, 1)
       buf_nfail[h, :, k] = exited
     new_rows = sherman_morrison(pinv, ep_phi)
     if update:
-      update_rows(rows[:, :k], ep_phi, new_rows)
-      rows[:, k] = new_rows
+      update_rows(rows[:, :, :k], ep_phi, new_rows)
+      rows[:, :, k] = new_rows
     else:
-      atoms[:, k] = ep_phi
+      atoms[:, :, k] = ep_phi
   return returns
 
 
@@ -603,6 +704,7 @@ def drjax_returns(workload: str, num_seeds: int, num_episodes: int, *, form="sta
   ``"random_drmdp"`` (``None`` otherwise), so NumPy can run on the same MDP.
   """
   import jax  # pylint: disable=import-outside-toplevel
+
   import drjax  # pylint: disable=import-outside-toplevel
 
   beta, lam = kw.get("beta", 1.0), kw.get("lam", 0.1)
@@ -669,9 +771,9 @@ def check_agreement(workload: str = "linear_mdp", num_seeds: int = 200, num_epis
   m2, s2 = _mean_se(dr)
   diff_se = math.hypot(s1, s2)
   z = (m1 - m2) / diff_se if diff_se > 0 else (0.0 if m1 == m2 else math.inf)
-  return dict(workload=workload, num_seeds=num_seeds, num_episodes=num_episodes, form=form,
-              numpy_mean=m1, numpy_se=s1, drjax_mean=m2, drjax_se=s2, diff=m1 - m2,
-              diff_se=diff_se, z=z, agree=bool(abs(z) < 4))
+  return {"workload": workload, "num_seeds": num_seeds, "num_episodes": num_episodes,
+          "form": form, "numpy_mean": m1, "numpy_se": s1, "drjax_mean": m2, "drjax_se": s2,
+          "diff": m1 - m2, "diff_se": diff_se, "z": z, "agree": bool(abs(z) < 4)}
 
 
 def _timings():  # pragma: no cover - a manual helper: python benchmarks/numpy_ref.py
@@ -688,9 +790,10 @@ def _timings():  # pragma: no cover - a manual helper: python benchmarks/numpy_r
       ("random_drmdp d128 100x200", lambda: random_drmdp(100, 200)),
   ]
   for name, fn in cases:
-    t = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    print(f"{name}: {time.perf_counter() - t:.3f} s", flush=True)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"{name}: wall {wall:.3f} s, process CPU {cpu:.3f} s", flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

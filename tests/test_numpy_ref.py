@@ -72,7 +72,7 @@ def _replay(theta, phi, next_phi, next_fail, next_state, rho, beta, lam, form, p
   S = None if phi_tab is None else phi_tab.shape[1]
   pinv = np.broadcast_to(np.eye(d) / lam, (H, 1, d, d)).copy()
   rows = np.zeros((H, 1, S if form == "stats" else Kr, d))
-  nphi = None if next_phi is None else next_phi[:, None]
+  nphi = None if next_phi is None else next_phi.transpose(0, 3, 1, 2)[:, None]  # [H,1,d,K,A]
   nfail = None if next_fail is None else next_fail[:, None]
   for k in range(Kr):
     if form == "stats":
@@ -122,7 +122,8 @@ def test_linear_mdp_planning_and_actions_equal_drjax_in_both_forms():
   # The final plan on all K episodes from drjax's stored Gram matrices and buffers.
   pinv = np.linalg.inv(st.gram + 0.1 * np.eye(4))[:, None]
   w, _ = ref.plan_buffer(theta, pinv, ref.ridge_rows(pinv, st.phi[:, None]),
-                         st.next_phi[:, None], st.next_fail[:, None], K, rho, 1.0)
+                         st.next_phi.transpose(0, 3, 1, 2)[:, None], st.next_fail[:, None],
+                         K, rho, 1.0)
   np.testing.assert_allclose(w[:, 0], out.final_qf.w, atol=TOL, rtol=0)
 
 
@@ -186,8 +187,9 @@ def test_put_option_buffer_planning_equals_drjax_plan():
                     count=jnp.asarray(k, jnp.int32))
     want = plan(st, hp)
     pinv = np.linalg.inv(gram + 0.1 * np.eye(d))[:, None]
-    w, _ = ref.plan_buffer(theta, pinv, ref.ridge_rows(pinv, phi[:, None]), nphi[:, None],
-                           ex2[:, None], k, np.asarray(hp.rho), 1.0)
+    w, _ = ref.plan_buffer(theta, pinv, ref.ridge_rows(pinv, phi[:, None]),
+                           nphi.transpose(0, 3, 1, 2)[:, None], ex2[:, None], k,
+                           np.asarray(hp.rho), 1.0)
     np.testing.assert_allclose(w[:, 0], np.asarray(want.w), atol=TOL, rtol=0, err_msg=str(k))
 
 
@@ -216,8 +218,10 @@ def test_random_model_is_a_valid_drmdp():
   RandomLinearMDP(6, 3, 5, 4).make_params(m.phi, m.theta, m.mu, m.fail_state, m.init_dist)
 
 
-@pytest.mark.parametrize("sort", [False, True])
-def test_alpha_max_equals_brute_force_and_drjax(sort):
+@pytest.mark.parametrize("sort,row_add_min", [(False, 256), (True, 256), (True, 0)])
+def test_alpha_max_equals_brute_force_and_drjax(sort, row_add_min, monkeypatch):
+  # row_add_min = 0: the wide layout (atoms first, prefix sums by row adds) even for N d = 12.
+  monkeypatch.setattr(ref, "ROW_ADD_MIN", row_add_min)
   rng = np.random.default_rng(5)
   N, n, d, H, lam = 3, 9, 4, 3.0, 0.3
   g = rng.uniform(0, 1, (N, n, d))
