@@ -48,7 +48,7 @@ def qf(H=3, d=4, stacked=None):
   shape = (H, d) if stacked is None else (stacked, H, d)
   w = jnp.zeros(shape)
   linv = jnp.broadcast_to(jnp.eye(d), shape + (d,))
-  return QFunction(w=w, linv=linv, beta=jnp.zeros(shape[:-2]), top=jnp.ones(shape[:-1]),
+  return QFunction(w=w, pinv=linv, beta=jnp.zeros(shape[:-2]), top=jnp.ones(shape[:-1]),
                    nu=w, alpha=w)
 
 

@@ -22,7 +22,8 @@ def random_qf(key, d, beta=0.5) -> QFunction:
   k1, k2 = jax.random.split(key)
   w = 2.0 * jax.random.normal(k1, (H, d))
   linv = jnp.broadcast_to(0.3 * jnp.eye(d), (H, d, d)) + 0.05 * jax.random.uniform(k2, (H, d, d))
-  return QFunction(w=w, linv=linv, beta=jnp.asarray(beta), top=jnp.arange(H, 0, -1.0) * 5,
+  pinv = jnp.einsum("hji,hjk->hik", linv, linv)  # Lambda^-1 = L^-T L^-1, PSD
+  return QFunction(w=w, pinv=pinv, beta=jnp.asarray(beta), top=jnp.arange(H, 0, -1.0) * 5,
                    nu=jnp.zeros((H, d)), alpha=jnp.zeros((H, d)))
 
 
@@ -177,7 +178,7 @@ def test_monte_carlo_with_crn_agrees_with_exact_within_4_standard_errors():
   key = jax.random.PRNGKey(7)
   w = jnp.concatenate([3.0 * jax.random.uniform(key, (env.horizon, d - 1)),
                        jnp.ones((env.horizon, 1))], axis=1)
-  qf = QFunction(w=w, linv=jnp.zeros((env.horizon, d, d)), beta=jnp.asarray(0.0),
+  qf = QFunction(w=w, pinv=jnp.zeros((env.horizon, d, d)), beta=jnp.asarray(0.0),
                  top=jnp.full((env.horizon,), 30.0), nu=jnp.zeros_like(w), alpha=jnp.zeros_like(w))
   src = env.make_params()
   p_us = jnp.asarray([0.3, 0.6])
