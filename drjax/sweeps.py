@@ -591,10 +591,21 @@ def _get(tree):
 # Files.
 
 
+def _umask() -> int:
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
+_UMASK = _umask()
+
+
 def _atomic_write(path: str, data: bytes) -> None:
+  """Writes ``path`` all at once: a temporary file in the same directory, then ``os.replace``."""
   d = os.path.dirname(path) or "."
   fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
   try:
+    os.fchmod(fd, 0o666 & ~_UMASK)
     with os.fdopen(fd, "wb") as f:
       f.write(data)
       f.flush()
