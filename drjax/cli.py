@@ -573,6 +573,9 @@ def _cmd_sweep(parser, args) -> int:
   command = ["drjax"] + list(args.argv)
   try:
     if args.merge:
+      if os.path.isfile(os.path.join(args.out, "sweep.json")):
+        stored = sweeps.load_config(args.out)
+        jax.config.update("jax_enable_x64", stored.dtype == "float64")
       sweeps.merge(args.out, quiet=args.quiet, command=command)
       return 0
     if args.from_ is not None:

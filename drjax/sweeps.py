@@ -47,6 +47,7 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -234,10 +235,16 @@ def make_env(config: SweepConfig):
 
 
 def _make_agent(name: str, config: SweepConfig, env):
-  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  return _agent(name, env.horizon, env.feature_dim, env.num_actions, config.episodes,
+                config.bonus, config.clip, config.tie_break)
+
+
+@functools.lru_cache(maxsize=None)
+def _agent(name, H, d, A, K, bonus, clip, tie_break):
+  """One ``Agent`` object per configuration, so compiled chunk programs are reused."""
   if name == "dr-lsvi-ucb":
-    return dr_lsvi_ucb(H, d, A, config.episodes, bonus=config.bonus, tie_break=config.tie_break)
-  return lsvi_ucb(H, d, A, config.episodes, clip=config.clip, tie_break=config.tie_break)
+    return dr_lsvi_ucb(H, d, A, K, bonus=bonus, tie_break=tie_break)
+  return lsvi_ucb(H, d, A, K, clip=clip, tie_break=tie_break)
 
 
 def _source_params(env, config: SweepConfig, values: dict):
@@ -506,10 +513,9 @@ def layout(config: SweepConfig, env=None) -> Layout:
   seed_ids = config.seed_ids if config.seed_ids is not None else tuple(range(config.seeds))
   max_runs = max(s for _, s in nsettings) * len(seed_ids)
   if config.chunk is not None:
-    chunk = config.chunk
+    chunk = config.chunk  # the compiled shape, even for fewer runs (one program per chunk size)
   else:
-    chunk = max(1, int(config.memory_mb * 2**20 // bytes_per_run(config, env)))
-  chunk = min(chunk, max_runs)
+    chunk = min(max(1, int(config.memory_mb * 2**20 // bytes_per_run(config, env))), max_runs)
   chunks = []
   for k, (_, s) in enumerate(nsettings):
     total = s * len(seed_ids)
@@ -534,6 +540,18 @@ def _mesh(devices: int | None):
   return jax.sharding.Mesh(np.array(devs), ("runs",))
 
 
+def ordered_sum(x):
+  """Sum over the last axis in index order (a loop, not a tree reduction).
+
+  Under ``vmap`` every run's sum is computed in the same order whatever the batch size, so a
+  run's numbers do not depend on the chunk size or the number of devices (XLA's vectorized
+  reductions sum in an order that depends on the batch shape: float32 means differed in the last
+  bit between chunk sizes).
+  """
+  return jax.lax.fori_loop(0, x.shape[-1], lambda i, acc: acc + x[..., i],
+                           jnp.zeros(x.shape[:-1], x.dtype))
+
+
 @functools.lru_cache(maxsize=None)
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
              mesh, num_runs: int):
@@ -544,8 +562,10 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   def value_in(qf, params, key):
     if finite:
       return evaluate.target_value(env, agent, qf, params), jnp.zeros((), qf.w.dtype)
-    r = evaluate.mc_evaluate(env, agent, qf, params, key, test_episodes)
-    return r["mean"], r["stderr"]
+    r = evaluate.mc_evaluate(env, agent, qf, params, key, test_episodes)["returns"]
+    mean = ordered_sum(r) / test_episodes
+    var = ordered_sum((r - mean) ** 2) / max(test_episodes - 1, 1)
+    return mean, jnp.sqrt(var / test_episodes) if test_episodes > 1 else jnp.zeros_like(mean)
 
   def one(seed_idx, setting_idx, base_key, tables):
     hp = HParams(rho=tables["rho"][setting_idx], beta=tables["beta"][setting_idx],
@@ -560,7 +580,8 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
     else:
       val, err = value_in(out.final_qf, params, k_eval)
       val, err = val[None], err[None]
-    res = {"train_return": jnp.mean(out.returns), "value": val, "value_stderr": err}
+    res = {"train_return": ordered_sum(out.returns) / episodes, "value": val,
+           "value_stderr": err}
     if save_returns:
       res["returns"] = out.returns
     return res
@@ -729,7 +750,7 @@ def _read_chunk(path: str, chash: str, setting, seed) -> dict | None:
   try:
     with np.load(path) as z:
       d = {k: z[k] for k in z.files}
-  except (OSError, ValueError, EOFError):
+  except Exception:  # pylint: disable=broad-except  (missing, torn or foreign file: recompute)
     return None
   ok = (str(d.get("config_hash")) == chash and np.array_equal(d.get("setting"), setting)
         and np.array_equal(d.get("seed"), seed))
@@ -982,7 +1003,7 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
     agent_name = lay.agents[k][0]
     agent = _make_agent(agent_name, config, env)
     grid = grids[agent_name]
-    C = min(lay.chunk, lay.runs(k))
+    C = lay.chunk if config.chunk is not None else min(lay.chunk, lay.runs(k))
     C = -(-C // ndev) * ndev  # padded to a multiple of the device count
     prog, runs_sh, rep_sh = _program(env, agent, config.episodes,
                                      "targets" if config.targets else "source",
@@ -1009,6 +1030,10 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
     g_in = np.concatenate([setting, np.zeros(pad, np.int64)]).astype(np.int32)
     return j, compiled(_put(s_in, runs_sh), _put(g_in, runs_sh), key, tables), setting, seed
 
+  # Testing aid: DRJAX_SWEEP_KILL_AFTER=N kills this process (SIGKILL) after N written chunks.
+  kill_after = os.environ.get("DRJAX_SWEEP_KILL_AFTER")
+  kill_after = int(kill_after) if kill_after else None
+  written = 0
   bar = _progress(total_runs, runs_before, quiet, "sweep")
   try:
     # One chunk in flight while the previous one is fetched and written (asynchronous dispatch).
@@ -1027,6 +1052,9 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
         timings["runs_computed"] += n
         if out is not None and writer:
           _write_chunk(_chunk_path(out, j), chash, j, setting, seed, res, secs)
+          written += 1
+          if kill_after is not None and written >= kill_after:  # fault injection (tests)
+            os.kill(os.getpid(), signal.SIGKILL)
         results[j] = {"setting": setting, "seed": seed, **res}
         if bar is not None:
           bar.update(n)

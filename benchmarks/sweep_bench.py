@@ -1,0 +1,98 @@
+"""Sweep benchmarks (README, "Sweeps"): --devices 2 vs 1, and peak RSS / time of a large sweep.
+
+  python benchmarks/sweep_bench.py devices [--seeds 2000] [--repeats 3]
+  python benchmarks/sweep_bench.py large [--seeds 100000] [--chunk 0]
+
+Each measurement is a fresh ``drjax sweep`` process (DR-LSVI-UCB, linear MDP, K = 100,
+rho_1,4 = 0.5, 21 exact targets q in [0, 1]); peak RSS comes from ``getrusage`` of the child.
+Prints one JSON line per run and a summary (medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def sweep(out, seeds, *, devices=None, chunk=None, extra=()):
+  cmd = [sys.executable, "-m", "drjax.cli", "sweep", "--env", "linear-mdp", "--agents",
+         "dr-lsvi-ucb", "--seeds", str(seeds), "--episodes", "100", "--rho", "0.5", "--rho-at",
+         "1,4", "--targets", "q=0:1:21", "--out", out, "--quiet", *extra]
+  if devices:
+    cmd += ["--devices", str(devices)]
+  if chunk:
+    cmd += ["--chunk", str(chunk)]
+  env = dict(os.environ, DRJAX_NO_CACHE="1")
+  t0 = time.perf_counter()
+  before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+  subprocess.run(cmd, check=True, env=env)
+  wall = time.perf_counter() - t0
+  rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, max over children so far
+  with open(os.path.join(out, "sweep.json")) as f:
+    info = json.load(f)
+  t = info["timings"]
+  return {"seeds": seeds, "devices": devices or 1, "wall_s": round(wall, 2),
+          "compile_s": sum(t["compile_s"].values()), "chunks_s": t["chunks_s"],
+          "runs_per_s": t.get("runs_per_s"), "chunk": info["layout"]["chunk_size"],
+          "peak_rss_mb_max_so_far": round(max(rss, before) / 1024, 1)}
+
+
+def devices_bench(seeds, repeats):
+  tmp = tempfile.mkdtemp()
+  rows = {1: [], 2: []}
+  try:
+    for r in range(repeats):
+      for n in (1, 2):
+        out = os.path.join(tmp, f"d{n}_{r}")
+        res = sweep(out, seeds, devices=n, chunk=500)
+        rows[n].append(res)
+        print(json.dumps(res), flush=True)
+    same = all(filecmp.cmp(os.path.join(tmp, f"d1_0", f), os.path.join(tmp, f"d2_{r}", f),
+                           shallow=False)
+               for r in range(repeats) for f in ("results.csv", "summary.csv", "results.parquet"))
+    med = {n: statistics.median(x["chunks_s"] for x in rows[n]) for n in rows}
+    medw = {n: statistics.median(x["wall_s"] for x in rows[n]) for n in rows}
+    print(json.dumps({"median_chunks_s": med, "median_wall_s": medw,
+                      "speedup_compute": round(med[1] / med[2], 2),
+                      "speedup_wall": round(medw[1] / medw[2], 2),
+                      "identical_files": same}))
+  finally:
+    shutil.rmtree(tmp)
+
+
+def large_bench(seeds, chunk):
+  tmp = tempfile.mkdtemp()
+  try:
+    res = sweep(os.path.join(tmp, "big"), seeds, chunk=chunk or None)
+    sizes = {f: os.path.getsize(os.path.join(tmp, "big", f)) for f in
+             ("results.parquet", "results.csv", "summary.csv")}
+    res["file_bytes"] = sizes
+    print(json.dumps(res), flush=True)
+  finally:
+    shutil.rmtree(tmp)
+
+
+def main():
+  p = argparse.ArgumentParser()
+  p.add_argument("what", choices=("devices", "large"))
+  p.add_argument("--seeds", type=int, default=None)
+  p.add_argument("--repeats", type=int, default=3)
+  p.add_argument("--chunk", type=int, default=0)
+  a = p.parse_args()
+  if a.what == "devices":
+    devices_bench(a.seeds or 2000, a.repeats)
+  else:
+    large_bench(a.seeds or 100_000, a.chunk)
+
+
+if __name__ == "__main__":
+  main()
