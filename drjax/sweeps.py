@@ -817,11 +817,13 @@ def summarize(df):
 
 
 def _plot(df, summary, config: SweepConfig, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg", force=False)
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  # The object-oriented API with the Agg canvas: no pyplot state, the user's backend is untouched.
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
 
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig = Figure(figsize=(7, 4.5))
+  FigureCanvasAgg(fig)
+  ax = fig.subplots()
   tcols = [c for c in summary.columns if c.startswith("target_")]
   scols = setting_columns(df)
   varying = [c for c in scols if c not in ("rho_index",) and summary[c].nunique(dropna=True) > 1]
@@ -862,7 +864,6 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   fig.tight_layout()
   buf = io.BytesIO()
   fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-  plt.close(fig)
   _atomic_write(path, buf.getvalue())
 
 
@@ -913,7 +914,7 @@ class SweepResult:
 def _progress(total: int, initial: int, quiet: bool, desc: str):
   if quiet:
     return None
-  from tqdm.auto import tqdm  # pylint: disable=g-import-not-at-top
+  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
   return tqdm(total=total, initial=initial, unit="run", desc=desc, file=sys.stderr,
               dynamic_ncols=True, smoothing=0.1, mininterval=0.5)
 

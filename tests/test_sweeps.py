@@ -7,6 +7,7 @@ few program shapes. Everything runs in float64 (tests/conftest.py); CLI calls pa
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -31,6 +32,13 @@ SMALL_FLAGS = ["--env", "linear-mdp", "--agents", "dr-lsvi-ucb", "--seeds", "5",
                str(K), "--rho", "0", "0.5", "--rho-at", "1,4", "--targets", "q=0:1:3", "--x64",
                "--quiet"]
 FILES = ("results.parquet", "results.csv", "summary.csv")
+DR = drjax.dr_lsvi_ucb(3, 4, 16, K)
+
+
+@functools.lru_cache(maxsize=None)
+def _train():
+  """DR-LSVI-UCB training on the linear MDP, jitted once for the independent checks."""
+  return jax.jit(drjax.make_train(LinearMDP(), DR, K))
 
 
 def _cfg(**kw):
@@ -114,27 +122,20 @@ def test_rows_columns_and_values_match_independent_runs():
   per_setting = dr.groupby("setting")[["rho", "beta", "xi_norm"]].nunique()
   assert (per_setting == 1).all().all()
   assert len(dr.groupby(["rho", "beta", "xi_norm"])) == 8
-  # Independent runs: make_train on key fold_in(fold_in(PRNGKey(seed), j), 0) with the row's
-  # settings, exact target values; they must equal the sweep's rows.
+  # An independent run: make_train on key fold_in(fold_in(PRNGKey(seed), j), 0) with the row's
+  # settings, exact target values; it must equal the sweep's rows.
   env = LinearMDP()
-  qs = jnp.asarray([0.0, 0.5, 1.0])
-  for agent_name, rho, beta, xi, seed in (("dr-lsvi-ucb", 0.5, 0.5, 0.2, 2),
-                                          ("lsvi-ucb", None, 1.0, 0.1, 1)):
-    agent = (drjax.dr_lsvi_ucb if agent_name == "dr-lsvi-ucb" else drjax.lsvi_ucb)(3, 4, 16, K)
-    rho_arr = drjax.rho_array(3, 4, rho or 0.0, at=[(0, 3)])
-    hp = drjax.make_hparams(3, 4, rho=rho_arr, beta=beta, lam=0.1)
-    params = env.make_params(xi_norm=xi)
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(7), seed), 0)
-    out = drjax.make_train(env, agent, K)(key, hp, params)
-    want = np.asarray(evaluate.exact_target_values(env, agent, out.final_qf,
-                                                   target_params(params, qs)))
-    sel = (df.agent == agent_name) & (df.beta == beta) & (df.xi_norm == xi) & (df.seed == seed)
-    sel &= (df.rho == rho) if rho is not None else df.rho.isna()
-    rows = df[sel]
-    assert len(rows) == 3
-    np.testing.assert_allclose(rows.value.to_numpy(), want, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(rows.train_return.to_numpy(), float(out.returns.mean()),
-                               rtol=0, atol=1e-12)
+  params = env.make_params(xi_norm=0.2)
+  hp = drjax.make_hparams(3, 4, rho=drjax.rho_array(3, 4, 0.5, at=[(0, 3)]), beta=0.5, lam=0.1)
+  out = _train()(jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(7), 2), 0), hp, params)
+  want = np.asarray(evaluate.exact_target_values(env, DR, out.final_qf,
+                                                 target_params(params, jnp.asarray([0, 0.5, 1]))))
+  rows = df[(df.agent == "dr-lsvi-ucb") & (df.rho == 0.5) & (df.beta == 0.5) & (df.xi_norm == 0.2)
+            & (df.seed == 2)]
+  assert len(rows) == 3 and rows.setting.nunique() == 1
+  np.testing.assert_allclose(rows.value.to_numpy(), want, rtol=0, atol=1e-12)
+  np.testing.assert_allclose(rows.train_return.to_numpy(), float(out.returns.mean()), rtol=0,
+                             atol=1e-12)
   # Arrays in row order of (agent, setting, seed).
   assert res.arrays["value"].shape == (12 * 3, 3)
   np.testing.assert_array_equal(res.arrays["value"].reshape(-1), df.value.to_numpy())
@@ -165,11 +166,10 @@ def test_source_evaluation_and_put_option_monte_carlo():
   res = sweeps.run(_cfg(targets=None, rho=(0.2,), rho_at=None, seeds=2))
   assert "target_q" not in res.df.columns and len(res.df) == 2
   env = LinearMDP()
-  agent = drjax.dr_lsvi_ucb(3, 4, 16, K)
   key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(0), 1), 0)
   params = env.make_params()
-  out = drjax.make_train(env, agent, K)(key, drjax.make_hparams(3, 4, rho=0.2, lam=0.1), params)
-  want = float(evaluate.target_value(env, agent, out.final_qf, params))
+  out = _train()(key, drjax.make_hparams(3, 4, rho=0.2, lam=0.1), params)
+  want = float(evaluate.target_value(env, DR, out.final_qf, params))
   assert res.df.value.iloc[1] == pytest.approx(want, abs=1e-12)
   put = sweeps.run(sweeps.SweepConfig(env="put-option", env_args={"num_anchors": 4,
                                                                   "horizon": 3},
