@@ -2,6 +2,13 @@
 
   python benchmarks/sweep_bench.py devices [--seeds 2000] [--repeats 3]
   python benchmarks/sweep_bench.py large [--seeds 100000] [--chunk 0]
+  python benchmarks/sweep_bench.py assemble --dir DIR
+
+``assemble`` measures the last step alone (reading every chunk, building the DataFrame, writing
+Parquet/CSV/summary/figure) for a sweep directory holding a few real chunks (e.g. a ``large`` run
+stopped early): the missing chunks are filled with copies of the real ones (right seeds and
+settings, repeated numbers), then ``drjax sweep --merge`` runs under ``/usr/bin/time``. The numbers
+are repeated, so only its time and memory are meaningful.
 
 Each measurement is a fresh ``drjax sweep`` process (DR-LSVI-UCB, linear MDP, K = 100,
 rho_1,4 = 0.5, 21 exact targets q in [0, 1]); peak RSS comes from ``getrusage`` of the child.
@@ -81,15 +88,53 @@ def large_bench(seeds, chunk):
     shutil.rmtree(tmp)
 
 
+def assemble_bench(out):
+  import io  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from drjax import sweeps  # pylint: disable=g-import-not-at-top
+  cfg = sweeps.validate(sweeps.load_config(out))
+  lay = sweeps.layout(cfg)
+  chash = sweeps.config_hash(cfg)
+  real = sorted(f for f in os.listdir(os.path.join(out, "chunks")) if f.endswith(".npz"))
+  data = [dict(np.load(os.path.join(out, "chunks", f))) for f in real]
+  for j in range(len(lay.chunks)):
+    path = os.path.join(out, "chunks", f"chunk-{j:06d}.npz")
+    if os.path.exists(path):
+      continue
+    setting, seed = lay.chunk_runs(j)
+    src = data[j % len(data)]
+    n = len(seed)
+    res = {k: src[k][:n] for k in ("train_return", "value", "value_stderr")}
+    buf = io.BytesIO()
+    np.savez(buf, config_hash=np.array(chash), chunk=np.array(j), setting=setting, seed=seed,
+             seconds=np.array(0.0), **res)
+    with open(path, "wb") as f:
+      f.write(buf.getvalue())
+  t0 = time.perf_counter()
+  res = subprocess.run(["/usr/bin/time", "-f", "%M %e", sys.executable, "-m", "drjax.cli",
+                        "sweep", "--merge", "--out", out, "--quiet"], capture_output=True,
+                       text=True, check=True)
+  rss_kb, secs = res.stderr.strip().splitlines()[-1].split()
+  sizes = {f: os.path.getsize(os.path.join(out, f)) for f in
+           ("results.parquet", "results.csv", "summary.csv")}
+  print(json.dumps({"chunks": len(lay.chunks), "real_chunks": len(real),
+                    "rows": sum(c[2] for c in lay.chunks) * (cfg.targets[3] if cfg.targets else 1),
+                    "merge_wall_s": float(secs), "merge_peak_rss_mb": round(int(rss_kb) / 1024, 1),
+                    "file_bytes": sizes, "elapsed_s": round(time.perf_counter() - t0, 2)}))
+
+
 def main():
   p = argparse.ArgumentParser()
-  p.add_argument("what", choices=("devices", "large"))
+  p.add_argument("what", choices=("devices", "large", "assemble"))
+  p.add_argument("--dir", default=None)
   p.add_argument("--seeds", type=int, default=None)
   p.add_argument("--repeats", type=int, default=3)
   p.add_argument("--chunk", type=int, default=0)
   a = p.parse_args()
   if a.what == "devices":
     devices_bench(a.seeds or 2000, a.repeats)
+  elif a.what == "assemble":
+    assemble_bench(a.dir)
   else:
     large_bench(a.seeds or 100_000, a.chunk)
 

@@ -38,6 +38,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -638,6 +639,24 @@ def _atomic_write(path: str, data: bytes) -> None:
     raise
 
 
+@contextlib.contextmanager
+def _atomic_path(path: str):
+  """Yields a temporary path next to ``path``; renamed onto ``path`` when the block succeeds.
+
+  For large files written by a library (CSV, Parquet) straight to disk, without holding the
+  whole file in memory.
+  """
+  fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path) or ".")
+  os.close(fd)
+  try:
+    yield tmp
+    os.chmod(tmp, 0o666 & ~_UMASK)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+
+
 def _chunk_path(out: str, j: int) -> str:
   return os.path.join(out, CHUNK_DIR, f"chunk-{j:06d}.npz")
 
@@ -876,10 +895,11 @@ def _write_results(out: str, df, summary, config: SweepConfig, lay: Layout, retu
   table = pa.Table.from_pandas(df, preserve_index=False)
   table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                          b"drjax.sweep": _canonical(meta).encode()})
-  buf = pa.BufferOutputStream()
-  pq.write_table(table, buf)
-  _atomic_write(os.path.join(out, "results.parquet"), buf.getvalue().to_pybytes())
-  _atomic_write(os.path.join(out, "results.csv"), df.to_csv(index=False).encode())
+  with _atomic_path(os.path.join(out, "results.parquet")) as tmp:
+    pq.write_table(table, tmp)
+  del table
+  with _atomic_path(os.path.join(out, "results.csv")) as tmp:
+    df.to_csv(tmp, index=False, chunksize=200_000)
   _atomic_write(os.path.join(out, "summary.csv"), summary.to_csv(index=False).encode())
   if returns is not None:
     b = io.BytesIO()
