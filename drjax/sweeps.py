@@ -321,9 +321,10 @@ def validate(config: SweepConfig) -> SweepConfig:
     for p in pos:
       if (not isinstance(p, (list, tuple)) or len(p) != 2 or not all(_is_int(x) for x in p)
           or not (0 <= p[0] < H and 0 <= p[1] < d)):
-        raise _Error("rho_at", f"position {p!r} is outside [1, {H}] x [1, {d}] (1-indexed: "
-                               f"h in 1..H, i in 1..d)" if isinstance(p, (list, tuple))
-                     else f"positions must be (h, i) pairs, got {p!r}")
+        if isinstance(p, (list, tuple)) and len(p) == 2 and all(_is_int(x) for x in p):
+          raise _Error("rho_at", f"rho_{{{p[0] + 1},{p[1] + 1}}} (0-indexed ({p[0]}, {p[1]})) is "
+                                 f"outside [1, {H}] x [1, {d}] (1-indexed h in 1..H, i in 1..d)")
+        raise _Error("rho_at", f"positions must be (h, i) integer pairs, got {p!r}")
       out.append((int(p[0]), int(p[1])))
     if len(set(out)) != len(out):
       raise _Error("rho_at", f"duplicate position in {out}")
