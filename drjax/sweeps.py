@@ -435,14 +435,12 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   params = []
   for r in rows:
     params.append(_source_params(env, config, dict(zip(names, r[3:]))))
-  base = params[0]
   for field in ENV_PARAMS[config.env]:
     if config.env == "random":
       vals = [dict(zip(names, r[3:])).get("instance", 0) for r in rows]
       cols[field] = np.array(vals, np.int64)
     else:
       cols[field] = np.array([float(getattr(p, field)) for p in params], np.float64)
-  del base
   rho = np.stack([_rho_array(config, H, d, config.rho[r[0]]) if r[0] >= 0 else np.zeros((H, d))
                   for r in rows])
   stacked = jax.tree_util.tree_map(lambda *x: np.stack([np.asarray(v) for v in x]), *params)
@@ -1005,10 +1003,19 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
       if r is not None:
         results[j] = r
         done_before += 1
-  pending = [j for j in todo if j not in results]
+  if jax.process_count() > 1:
+    # Every process must run the same chunks (collectives): process 0's view of the finished
+    # chunks decides (other hosts may not share its filesystem).
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    done = np.asarray(multihost_utils.broadcast_one_to_all(
+        np.array([j in results for j in todo], np.int32)))
+    pending = [j for j, f in zip(todo, done) if not f]
+  else:
+    pending = [j for j in todo if j not in results]
   total_runs = sum(lay.chunks[j][2] for j in todo)
   runs_before = sum(lay.chunks[j][2] for j in todo if j in results)
-  _log(quiet, f"{config.env}: {', '.join(f'{a} {lay.runs(k)} runs' for k, (a, _) in enumerate(lay.agents))}"
+  runs_desc = ", ".join(f"{a} {lay.runs(k)} runs" for k, (a, _) in enumerate(lay.agents))
+  _log(quiet, f"{config.env}: {runs_desc}"
               f"; {len(todo)} chunk(s) of <= {lay.chunk} runs on {ndev} {jax.default_backend()} "
               f"device(s)" + (f"; {done_before} already done" if done_before else ""))
   base_key = jax.random.PRNGKey(config.seed)
@@ -1099,6 +1106,9 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
         if r is not None:
           results[j] = r
     complete = all(j in results for j in range(len(lay.chunks)))
+  if not complete and part is None:  # a non-writing process of a resumed multi-process sweep
+    return SweepResult(None, None, {}, _meta(config, lay, mesh, command, status="worker",
+                                             timings=timings))
   if not complete:
     info = _meta(config, lay, mesh, command, status=f"part {part[0]}/{part[1]} done",
                  timings=timings)

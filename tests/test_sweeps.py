@@ -1,4 +1,4 @@
-"""drjax.sweeps and ``drjax sweep``: rows, summary, chunking/devices/parts/resume invariance, errors.
+"""drjax.sweeps and `drjax sweep`: rows, summary, chunk/device/part/resume invariance, errors.
 
 Sizes are tiny (K = 6 episodes, a handful of seeds): compilation dominates, so the tests reuse a
 few program shapes. Everything runs in float64 (tests/conftest.py); CLI calls pass ``--x64``.
