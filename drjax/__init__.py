@@ -39,6 +39,14 @@ from drjax.train import TrainOutput, make_train, replan, sweep
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+  """``drjax.sweeps`` (imports pandas/pyarrow) is loaded on first use."""
+  if name == "sweeps":
+    import importlib  # pylint: disable=g-import-not-at-top
+    return importlib.import_module("drjax.sweeps")
+  raise AttributeError(f"module 'drjax' has no attribute {name!r}")
+
 __all__ = [
     "Agent",
     "AgentConfig",
