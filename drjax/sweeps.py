@@ -556,7 +556,7 @@ def ordered_sum(x):
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
              mesh, num_runs: int):
   """Jitted ``f(seed_idx [C], setting_idx [C], base_key, tables) -> outputs``, sharded on runs."""
-  train = make_train(env, agent, episodes)
+  train = make_train(env, agent, episodes, outputs=("returns", "final_qf"))
   finite = isinstance(env, FiniteEnvironment)
 
   def value_in(qf, params, key):
