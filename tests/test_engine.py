@@ -200,3 +200,20 @@ def test_forcing_stats_on_a_continuous_env_names_the_option():
     make_train(env, agent, 6)
   with pytest.raises(ValueError, match="outputs must be a subset"):
     make_train(env, agent, 5, outputs=("returns", "buffers"))
+
+
+@pytest.mark.parametrize("kind", ["dr", "lsvi"])
+def test_stats_sherman_morrison_operator_equals_cholesky(kind):
+  """The stats form's incrementally kept ridge operator M = Lambda^-1 G^T (Sherman-Morrison)
+  gives the same run as refactorizing the Gram matrix at every plan."""
+  env, params = _env("random")
+  hp = _hp(env, 3)
+  key = jax.random.PRNGKey(8)
+  runs = [jax.jit(make_train(env, _agent(kind, "paper", env, solver=sv), K, record_q=True,
+                             form="stats"))(key, hp, params)
+          for sv in ("cholesky", "sherman-morrison")]
+  assert runs[1].state.M is not None and runs[0].state.M is None
+  np.testing.assert_allclose(np.asarray(runs[1].state.M),
+                             np.linalg.inv(np.asarray(runs[1].state.gram) + 0.4 * np.eye(5))
+                             @ np.swapaxes(np.asarray(runs[1].state.G), 1, 2), atol=1e-9)
+  _assert_same_run(runs[0], runs[1], tol=1e-8)

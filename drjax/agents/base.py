@@ -89,6 +89,8 @@ class StatsState(NamedTuple):
   Attributes:
     theta, gram, phir, pinv, count: as in ``AgentState``.
     G: ``[H, S, d]`` sum of the features of the stored step-h transitions into each state s'.
+    M: ``[H, d, S]`` the ridge operator ``Lambda^-1 G^T``, kept up to date by rank-1 steps
+      (``O(d S)`` per transition) with the Sherman-Morrison solver, else ``None``.
   """
 
   theta: Array
@@ -97,6 +99,7 @@ class StatsState(NamedTuple):
   pinv: Array | None
   G: Array
   count: Array
+  M: Array | None = None
 
 
 class QFunction(NamedTuple):
@@ -290,7 +293,9 @@ def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
       phir=jnp.zeros((horizon, feature_dim), dtype),
       pinv=_init_pinv(horizon, feature_dim, lam, solver, dtype),
       G=jnp.zeros((horizon, num_states, feature_dim), dtype),
-      count=jnp.zeros((), jnp.int32))
+      count=jnp.zeros((), jnp.int32),
+      M=(jnp.zeros((horizon, feature_dim, num_states), dtype) if solver == "sherman-morrison"
+         else None))
 
 
 def _init_pinv(horizon, feature_dim, lam, solver, dtype):
@@ -369,11 +374,22 @@ def update_stats(state: StatsState, phi, reward, next_state) -> StatsState:
 
   ``G[h, s'] += phi_h`` for the state ``s'`` reached at step h (dense one-hot: no scatter).
   """
-  state = _rank_one(state, phi, reward)
   S = state.G.shape[1]
-  onehot = (jnp.arange(S)[None, :] == jnp.asarray(next_state)[:, None]).astype(state.G.dtype)
-  G = state.G + onehot[:, :, None] * jnp.asarray(phi, state.G.dtype)[:, None, :]
-  return state._replace(G=G, count=state.count + 1)
+  dtype = state.G.dtype
+  phi = jnp.asarray(phi, dtype)
+  onehot = (jnp.arange(S)[None, :] == jnp.asarray(next_state)[:, None]).astype(dtype)
+  M = state.M
+  if M is not None and state.pinv is not None:
+    # P' G'^T with P' = P - u u^T / den (u = P phi, den = 1 + phi^T u) and G' = G + e_s' phi^T:
+    # M' = M - u (G u)^T / den + (u / den) e_s'^T (P' phi = u / den).
+    u = jnp.einsum("hde,he->hd", state.pinv, phi)
+    den = 1.0 + jnp.sum(phi * u, axis=-1)
+    gu = jnp.einsum("hsd,hd->hs", state.G, u)
+    ud = u / den[:, None]
+    M = M - ud[:, :, None] * gu[:, None, :] + ud[:, :, None] * onehot[:, None, :]
+  state = _rank_one(state, phi, reward)
+  G = state.G + onehot[:, :, None] * phi[:, None, :]
+  return state._replace(G=G, M=M, count=state.count + 1)
 
 
 def valid_mask(state: AgentState) -> Array:

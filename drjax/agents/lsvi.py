@@ -148,7 +148,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     return base.init_stats_state(theta, H, d, num_states, lam, solver)
 
   def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
-                  refactor: bool) -> QFunction:
+                  refactor: bool, ops=None) -> QFunction:
     """Backward induction h = H..1 over atoms (Algorithm 1, lines 3-14).
 
     ``g [H, n, d]`` atom weights, ``nphi [H, n, A, d]`` features of the atoms' next states,
@@ -161,6 +161,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     lam = jnp.asarray(hp.lam, dtype)
     if pinv is None or refactor:
       pinv = jax.vmap(robust.spd_inverse)(gram + lam * jnp.eye(d, dtype=dtype)[None])
+      ops = None  # an incrementally kept ridge operator belongs to the training lambda
     grid = robust.make_grid(H, grid_size, dtype) if alpha != "exact" else None
     rho = hp.rho.astype(dtype)
 
@@ -175,11 +176,16 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       v_next = jnp.max(q_next, axis=-1)
       if mask is not None:
         v_next = jnp.where(mask, v_next, 0.0)
+      op_h = None if ops is None else ops[h]
       if robust_agent:
-        nu, a_star = robust.alpha_max_atoms(p_h, g_h, v_next, rho[h], H, method=alpha, grid=grid)
+        nu, a_star = robust.alpha_max_atoms(p_h, g_h, v_next, rho[h], H, method=alpha, grid=grid,
+                                            operator=op_h)
         w = theta[h] + nu
       else:
-        w = p_h @ (phir[h] + g_h.T @ v_next)
+        if op_h is not None:
+          w = p_h @ phir[h] + op_h @ v_next
+        else:
+          w = p_h @ (phir[h] + g_h.T @ v_next)
         nu = jnp.zeros((d,), dtype)
         a_star = jnp.zeros((d,), dtype)
       return w, nu, a_star
@@ -230,7 +236,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       S = state.G.shape[1]
       nphi, nfail = stats_atoms(model, H, S)
       return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.G, nphi,
-                         jnp.broadcast_to(nfail, (H, S)), None, hp, refactor)
+                         jnp.broadcast_to(nfail, (H, S)), None, hp, refactor, ops=state.M)
     chex.assert_rank(state.phi, 3)
     n = state.phi.shape[1] if size is None else size
     mask = jnp.arange(n) < state.count
