@@ -348,7 +348,8 @@ def cold_env() -> dict:
 @_benchmark
 def reproduce_all(quick: bool = False, *, seeds: int | None = None, episodes: int | None = None,
                   test_episodes: int | None = None, subprocess_run: bool = True,
-                  preset: str = "paper", timeout_s: float = 3600.0) -> dict:
+                  preset: str = "paper", timeout_s: float = 3600.0,
+                  in_process: bool = True) -> dict:
   """``drjax reproduce all`` cold in a subprocess, and each family's compile share in-process.
 
   Args:
@@ -403,6 +404,10 @@ def reproduce_all(quick: bool = False, *, seeds: int | None = None, episodes: in
       if not ok:
         sub["stderr_tail"] = proc.stderr[-2000:]
   res["subprocess"] = sub
+  if not in_process:  # the default `drjax bench` run: the cold command only (3-minute budget)
+    res["families"] = {}
+    res["in_process"] = None
+    return res
 
   pre = paper.PRESETS[preset]
   families = {}
@@ -755,10 +760,11 @@ def format_report(results: dict) -> str:
     rows = [[name, f["cold_s"], f["warm_s"], f["compile_share"], f["compile_s_measured"],
              f["cold_compiles"], f["warm_compiles"], f["reference_s"], f["speedup_cold"],
              f["speedup_warm"]] for name, f in r["families"].items()]
-    ip = r["in_process"]
-    rows.append(["both", ip["cold_s"], ip["warm_s"], ip["compile_share"], None, None, None,
-                 REFERENCE["all_s"] if c["paper_sizes"] else None, ip["speedup_cold"],
-                 ip["speedup_warm"]])
+    ip = r["in_process"] or {}
+    if ip:
+      rows.append(["both", ip["cold_s"], ip["warm_s"], ip["compile_share"], None, None, None,
+                   REFERENCE["all_s"] if c["paper_sizes"] else None, ip["speedup_cold"],
+                   ip["speedup_warm"]])
     out += ["", _table(["family (in-process)", "cold s", "warm s", "compile share",
                         "compile s (measured)", "compiles cold", "compiles warm",
                         "notebooks s", "speedup cold", "speedup warm"], rows),
@@ -863,6 +869,8 @@ def main(quick: bool = False, json_path: str | None = None, *, only=None,
     max_attempts = 2 if full else 1
   if full:
     overrides.setdefault("engine", {})["full"] = True
+  elif not quick:
+    overrides.setdefault("reproduce_all", {}).setdefault("in_process", False)
   names = (list(BENCHMARKS) if full else list(DEFAULT_RUN)) if only is None else list(only)
   unknown = [n for n in names + list(overrides) if n not in BENCHMARKS]
   if unknown:

@@ -198,7 +198,62 @@ ENVS = [
     ("make_unknown_env", lambda: make_env("gridworld"), ValueError, "name"),
 ]
 
-API_CASES = ROBUST + PLANNING + EVALUATE + ENVS
+def _sweep(**kw):
+  import drjax  # pylint: disable=g-import-not-at-top
+  args = dict(num_seeds=2, num_episodes=3, hparams=drjax.make_hparams(3, 4))
+  args.update(kw)
+  key = args.pop("key", jax.random.PRNGKey(0))
+  agent = args.pop("agent", dr_lsvi_ucb(3, 4, 16, 5))
+  params = args.pop("params", LIN.make_params())
+  return drjax.sweep(LIN, params, agent, key, **args)
+
+
+def _train(**kw):
+  from drjax.train import make_train  # pylint: disable=g-import-not-at-top
+  args = dict(agent=dr_lsvi_ucb(3, 4, 16, 5), num_episodes=5)
+  args.update(kw)
+  return make_train(args.pop("env", LIN), args.pop("agent"), args.pop("num_episodes"), **args)
+
+
+def _hp(**kw):
+  from drjax.agents.base import make_hparams  # pylint: disable=g-import-not-at-top
+  return make_hparams(3, 4, **kw)
+
+
+AGENTS_TRAIN = [
+    ("agent_capacity_float", lambda: dr_lsvi_ucb(3, 4, 16, 10.0), TypeError, "capacity"),
+    ("agent_capacity_bool", lambda: dr_lsvi_ucb(3, 4, 16, True), TypeError, "capacity"),
+    ("agent_capacity_list", lambda: dr_lsvi_ucb(3, 4, 16, [10]), TypeError, "capacity"),
+    ("agent_horizon_str", lambda: dr_lsvi_ucb("3", 4, 16, 10), TypeError, "horizon"),
+    ("agent_d_zero", lambda: dr_lsvi_ucb(3, 0, 16, 10), ValueError, "feature_dim"),
+    ("agent_solver", lambda: dr_lsvi_ucb(3, 4, 16, 10, solver="lu"), ValueError, "solver"),
+    ("agent_grid_size", lambda: dr_lsvi_ucb(3, 4, 16, 10, alpha="grid", grid_size=1),
+     ValueError, "grid_size"),
+    ("lsvi_fail_zero", lambda: __import__("drjax").lsvi_ucb(3, 4, 16, 10, fail_zero="yes"),
+     TypeError, "fail_zero"),
+    ("train_capacity_below_K", lambda: _train(num_episodes=6), ValueError, "capacity"),
+    ("train_K_bool", lambda: _train(num_episodes=True), TypeError, "num_episodes"),
+    ("train_form", lambda: _train(form="fast"), ValueError, "form"),
+    ("train_stats_continuous", lambda: _train(env=PUT, agent=dr_lsvi_ucb(3, 5, 2, 5),
+                                              form="stats"), ValueError, "form='stats'"),
+    ("train_outputs", lambda: _train(outputs=("buffers",)), ValueError, "outputs"),
+    ("train_agent_env_mismatch", lambda: _train(agent=dr_lsvi_ucb(3, 5, 16, 5)), ValueError,
+     "does not match env"),
+    ("sweep_hparams_none", lambda: _sweep(hparams=None), TypeError, "hparams"),
+    ("sweep_int_key", lambda: _sweep(key=0), TypeError, "key"),
+    ("sweep_seeds_bool", lambda: _sweep(num_seeds=True), TypeError, "num_seeds"),
+    ("sweep_seeds_zero", lambda: _sweep(num_seeds=0), ValueError, "num_seeds"),
+    ("sweep_params_per_seed_bad_seed", lambda: _sweep(
+        params_per_seed=True, params=LIN.make_params()._replace(
+            xi_norm=jnp.asarray([0.1, 0.9]), delta=jnp.asarray([0.3, 0.3]),
+            p=jnp.asarray([0.001, 0.001]), q=jnp.asarray([0.0, 0.0]),
+            target=jnp.asarray([0.0, 0.0]))), ValueError, "xi_norm"),
+    ("hparams_rho_range", lambda: _hp(rho=1.5), ValueError, "rho"),
+    ("hparams_lam_zero", lambda: _hp(lam=0.0), ValueError, "lam"),
+    ("hparams_beta_negative", lambda: _hp(beta=-1.0), ValueError, "beta"),
+]
+
+API_CASES = ROBUST + PLANNING + EVALUATE + ENVS + AGENTS_TRAIN
 
 
 @pytest.mark.parametrize("thunk,error,text", [c[1:] for c in API_CASES],

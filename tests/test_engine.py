@@ -217,3 +217,27 @@ def test_stats_sherman_morrison_operator_equals_cholesky(kind):
                              np.linalg.inv(np.asarray(runs[1].state.gram) + 0.4 * np.eye(5))
                              @ np.swapaxes(np.asarray(runs[1].state.G), 1, 2), atol=1e-9)
   _assert_same_run(runs[0], runs[1], tol=1e-8)
+
+
+def test_float32_small_lambda_is_refused_and_the_smallest_allowed_is_nan_free():
+  """float32: lam < 1e-5 raises naming lam (NaN Q-functions otherwise); lam = 1e-5 trains without
+  a NaN anywhere under jax_debug_nans."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  code = (
+      "import jax, drjax\n"
+      "jax.config.update('jax_debug_nans', True)\n"
+      "from drjax.envs.linear_mdp import LinearMDP\n"
+      "try:\n"
+      "    drjax.make_hparams(3, 4, lam=1e-6)\n"
+      "    raise SystemExit('no error')\n"
+      "except ValueError as e:\n"
+      "    assert 'lam' in str(e), e\n"
+      "env = LinearMDP(); p = env.make_params()\n"
+      "hp = drjax.make_hparams(3, 4, rho=0.3, beta=1.0, lam=1e-5)\n"
+      "out = jax.jit(drjax.make_train(env, drjax.dr_lsvi_ucb(3, 4, 16, 60), 60, record_q=True))(\n"
+      "    jax.random.PRNGKey(0), hp, p)\n"
+      "print(out.qf.w.dtype, bool(jax.numpy.isfinite(out.qf.w).all()))\n")
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert res.stdout.split() == ["float32", "True"]
