@@ -103,7 +103,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
       dominates the extra compile time).
   """
   H = env.horizon
-  K = _check_int("num_episodes (K)", num_episodes)
+  K = base.check_int("num_episodes (K)", num_episodes)
   form = resolve_form(env, form)
   if agent.config.capacity < K:
     raise ValueError(f"agent capacity {agent.config.capacity} must be >= num_episodes {K} "
@@ -196,14 +196,6 @@ def replan(env, agent: Agent, state, hparams: HParams, env_params):
   return agent.plan(state, hparams, model, refactor=True)
 
 
-def _check_int(name, value, minimum=1):
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-  if value < minimum:
-    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-  return int(value)
-
-
 def broadcast_hparams(hparams: HParams, horizon: int, feature_dim: int) -> tuple[HParams, tuple]:
   """Broadcasts the batch axes of rho ``[..., H, d]``, beta ``[...]`` and lam ``[...]``.
 
@@ -273,8 +265,8 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   Returns:
     ``TrainOutput`` whose arrays have leading axes ``batch_shape + (num_seeds,)``.
   """
-  num_seeds = _check_int("num_seeds", num_seeds)
-  num_episodes = _check_int("num_episodes (K)", num_episodes)
+  num_seeds = base.check_int("num_seeds", num_seeds)
+  num_episodes = base.check_int("num_episodes (K)", num_episodes)
   if not isinstance(hparams, HParams):
     raise TypeError(f"hparams must be an HParams (see drjax.make_hparams), got "
                     f"{type(hparams).__name__}")

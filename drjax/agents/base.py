@@ -252,11 +252,14 @@ def check_features(phi, name: str = "phi", atol: float = 1e-6) -> None:
                   f"[{sums.min():.3g}, {sums.max():.3g}]). Proceeding.", stacklevel=3)
 
 
-def check_static(horizon, feature_dim, num_actions, capacity) -> None:
-  for name, v in (("horizon H", horizon), ("feature_dim d", feature_dim),
-                  ("num_actions A", num_actions), ("capacity K", capacity)):
-    if not isinstance(v, (int, np.integer)) or v < 1:
-      raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+def check_int(name: str, value, minimum: int = 1) -> int:
+  """A Python / NumPy integer ``>= minimum`` (``TypeError`` for bools, floats, strings, lists;
+  ``ValueError`` below the minimum), returned as ``int`` so equal values give equal cache keys."""
+  if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+  if value < minimum:
+    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+  return int(value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ by rank-1 steps as transitions arrive.
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Callable, NamedTuple
 
 import chex
@@ -91,22 +90,14 @@ def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=Tr
   return q
 
 
-def _as_int(name, value, minimum=1):
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-  if value < minimum:
-    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-  return operator.index(value)
-
-
 def _make(name, *, robust_agent: bool, horizon, feature_dim, num_actions, capacity,
           bonus: str = "paper", clip: str = "paper", alpha: str = "exact", grid_size=0,
           tie_break: str = "optimistic", fail_zero: bool = True,
           solver: str = "auto", known: KnownAction | None = None) -> Agent:
-  H = _as_int("horizon H", horizon)
-  d = _as_int("feature_dim d", feature_dim)
-  A = _as_int("num_actions A", num_actions)
-  K = _as_int("capacity K", capacity)
+  H = base.check_int("horizon H", horizon)
+  d = base.check_int("feature_dim d", feature_dim)
+  A = base.check_int("num_actions A", num_actions)
+  K = base.check_int("capacity K", capacity)
   if bonus not in base.BONUS_FORMS:
     raise ValueError(f"bonus must be one of {base.BONUS_FORMS}, got {bonus!r}")
   if clip not in base.CLIP_FORMS:
@@ -114,7 +105,7 @@ def _make(name, *, robust_agent: bool, horizon, feature_dim, num_actions, capaci
   if alpha not in base.ALPHA_METHODS:
     raise ValueError(f"alpha must be one of {base.ALPHA_METHODS}, got {alpha!r}")
   if alpha != "exact":
-    grid_size = _as_int(f"grid_size (for alpha={alpha!r})", grid_size, 2)
+    grid_size = base.check_int(f"grid_size (for alpha={alpha!r})", grid_size, 2)
   if tie_break not in base.TIE_BREAKS:
     raise ValueError(f"tie_break must be one of {base.TIE_BREAKS}, got {tie_break!r}")
   if not isinstance(fail_zero, (bool, np.bool_)):
