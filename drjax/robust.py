@@ -565,16 +565,6 @@ def atom_targets(g: Array, v: Array, c: Array) -> Array:
   return g.T @ jnp.minimum(v[:, None], c[None, :])
 
 
-def _sorted_atom_targets(g: Array, v: Array, horizon: Array) -> tuple[Array, Array]:
-  """Candidates ``[0, clip(v_(1..n), 0, H), H]`` and ``Y`` there, by one sort + prefix sums.
-
-  The prefix formula of ``_exact_candidates`` applied to the atom weights ``g`` (``O(n log n +
-  n d)``) instead of the ridge operator.
-  """
-  c, y = _exact_candidates(g.T, v, horizon)
-  return c, y
-
-
 def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: str = "exact",
                     grid: Array | None = None, sort: bool | None = None,
                     operator: Array | None = None) -> tuple[Array, Array]:
@@ -633,7 +623,8 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
     if sort is None:
       sort = n > SORT_FREE_MAX_ATOMS
     if sort:
-      c, y = _sorted_atom_targets(g, v, horizon)
+      # One sort + prefix sums over the atom weights (``_exact_candidates`` with ``g^T``).
+      c, y = _exact_candidates(g.T, v, horizon)
     else:
       c = jnp.concatenate([jnp.zeros((1,), dtype), jnp.clip(v, 0, horizon), horizon[None]])
       y = atom_targets(g, v, c)
