@@ -3,9 +3,10 @@
 An agent is a ``NamedTuple`` of pure functions over an explicit state (optax's
 ``GradientTransformation`` pattern):
 
-* ``init(theta) -> AgentState`` with empty fixed-capacity buffers;
-* ``plan(state, hparams) -> QFunction``: backward induction h = H..1 over the stored episodes
-  (Algorithm 1, lines 3-13);
+* ``init(theta, lam) -> AgentState`` (buffer form: empty fixed-capacity buffers) and
+  ``init_stats(theta, S, lam) -> StatsState`` (sufficient statistics of a finite environment);
+* ``plan(state, hparams, model=None) -> QFunction``: backward induction h = H..1 over the
+  regression atoms (Algorithm 1, lines 3-13); ``update`` adds a finished episode to either form;
 * ``q_values(qf, h, phi_all, fail) -> [A]`` and ``act(qf, h, phi_all, fail) -> int``;
 * ``observe(state, h, phi, reward, next_phi_all, next_fail) -> AgentState`` stores one transition of
   the current episode; ``end_episode(state)`` advances the episode counter;
