@@ -271,13 +271,8 @@ def init_state(theta, horizon, feature_dim, num_actions, capacity, lam=None,
                solver="cholesky") -> AgentState:
   """Empty buffer-form state (``lam`` is needed only by the Sherman-Morrison solver)."""
   dtype = jnp.result_type(float)
-  theta = jnp.asarray(theta, dtype)
-  chex.assert_shape(theta, (horizon, feature_dim))
   return AgentState(
-      theta=theta,
-      gram=jnp.zeros((horizon, feature_dim, feature_dim), dtype),
-      phir=jnp.zeros((horizon, feature_dim), dtype),
-      pinv=_init_pinv(horizon, feature_dim, lam, solver, dtype),
+      **_empty_regression(theta, horizon, feature_dim, lam, solver, dtype),
       phi=jnp.zeros((horizon, capacity, feature_dim), dtype),
       reward=jnp.zeros((horizon, capacity), dtype),
       next_phi=jnp.zeros((horizon, capacity, num_actions, feature_dim), dtype),
@@ -289,17 +284,21 @@ def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
                      solver="cholesky") -> StatsState:
   """Empty sufficient-statistics state for a finite environment with ``num_states`` states."""
   dtype = jnp.result_type(float)
-  theta = jnp.asarray(theta, dtype)
-  chex.assert_shape(theta, (horizon, feature_dim))
   return StatsState(
-      theta=theta,
-      gram=jnp.zeros((horizon, feature_dim, feature_dim), dtype),
-      phir=jnp.zeros((horizon, feature_dim), dtype),
-      pinv=_init_pinv(horizon, feature_dim, lam, solver, dtype),
+      **_empty_regression(theta, horizon, feature_dim, lam, solver, dtype),
       G=jnp.zeros((horizon, num_states, feature_dim), dtype),
       count=jnp.zeros((), jnp.int32),
       M=(jnp.zeros((horizon, feature_dim, num_states), dtype) if solver == "sherman-morrison"
          else None))
+
+
+def _empty_regression(theta, horizon, feature_dim, lam, solver, dtype) -> dict:
+  """The fields both state forms share: theta, empty Gram / sum phi r, initial Lambda^-1."""
+  theta = jnp.asarray(theta, dtype)
+  chex.assert_shape(theta, (horizon, feature_dim))
+  return dict(theta=theta, gram=jnp.zeros((horizon, feature_dim, feature_dim), dtype),
+              phir=jnp.zeros((horizon, feature_dim), dtype),
+              pinv=_init_pinv(horizon, feature_dim, lam, solver, dtype))
 
 
 def _init_pinv(horizon, feature_dim, lam, solver, dtype):

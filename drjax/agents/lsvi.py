@@ -56,15 +56,18 @@ def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail
                robust_bonus=robust_bonus, fail_zero=fail_zero, clip=clip, known=known)
 
 
+def _bonus(pinv, phi, beta, robust_bonus: str | None):
+  """LSVI-UCB's ellipsoid bonus (``robust_bonus=None``) or DR-LSVI-UCB's in the given form."""
+  if robust_bonus is None:
+    return base.ellipsoid_bonus(pinv, phi, beta)
+  return base.diag_bonus(pinv, phi, beta, robust_bonus)
+
+
 def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=True,
           known: KnownAction | None = None):
   if known is not None:
     phi_l = phi_all[..., known.learned, :]
-    if robust_bonus is None:
-      bonus = base.ellipsoid_bonus(pinv, phi_l, beta)
-    else:
-      bonus = base.diag_bonus(pinv, phi_l, beta, robust_bonus)
-    q_l = phi_l @ w + bonus
+    q_l = phi_l @ w + _bonus(pinv, phi_l, beta, robust_bonus)
     if clip:
       q_l = jnp.minimum(q_l, top)  # the notebook truncates from above only
     q_k = known.value(phi_all).astype(q_l.dtype)
@@ -78,11 +81,7 @@ def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=Tr
     # The paper's bonus is linear in phi: one contraction with w + beta sqrt(diag Lambda^-1).
     q = phi_all @ (w + beta * base.sqrt_diag(pinv))
   else:
-    if robust_bonus is None:
-      bonus = base.ellipsoid_bonus(pinv, phi_all, beta)
-    else:
-      bonus = base.diag_bonus(pinv, phi_all, beta, robust_bonus)
-    q = phi_all @ w + bonus
+    q = phi_all @ w + _bonus(pinv, phi_all, beta, robust_bonus)
   if clip:
     q = jnp.clip(q, 0.0, top)
   if fail_zero:
@@ -264,9 +263,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
   def bonus_fn(qf: QFunction, h, phi):
     if known is not None:
       phi = phi[..., known.learned, :] if phi.ndim >= 2 and phi.shape[-2] == A else phi
-    if robust_agent:
-      return base.diag_bonus(qf.pinv[h], phi, qf.beta, bonus)
-    return base.ellipsoid_bonus(qf.pinv[h], phi, qf.beta)
+    return _bonus(qf.pinv[h], phi, qf.beta, bonus if robust_agent else None)
 
   def update(state, phi, reward, next_phi, next_fail, next_state):
     """Adds one finished episode (``[H, ...]`` per step) to either form of the state."""
