@@ -200,6 +200,10 @@ def _add_run_flags(p, *, seeds_help):
                       "Carlo with --test-episodes episodes and common random numbers "
                       "(default: exact)")
   p.add_argument("--seed", type=int, default=0, help="master PRNG seed (default: 0)")
+  p.add_argument("--opt-level", default="auto", choices=("auto", "0", "1", "2", "3"),
+                 help="XLA (LLVM) optimization level of the compiled programs: 0 compiles ~4x "
+                      "faster and runs 1-5x slower; auto: 0 for small workloads (the paper's "
+                      "sizes), XLA's default otherwise (default: auto)")
   p.add_argument("--quiet", action="store_true", help="no progress messages")
 
 
@@ -248,8 +252,12 @@ def _cmd_reproduce(parser, args) -> int:
   from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
   rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
                 preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
-                quiet=args.quiet, evaluation=args.evaluation)
+                quiet=args.quiet, evaluation=args.evaluation, opt_level=_opt_level(args))
   return 0
+
+
+def _opt_level(args):
+  return "auto" if args.opt_level == "auto" else int(args.opt_level)
 
 
 def _add_train_parser(sub) -> None:
@@ -289,7 +297,7 @@ def _cmd_train(parser, args) -> int:
   rep.train(env=args.env, out=args.out, rhos=args.rho, seeds=seeds, episodes=args.episodes,
             preset=args.preset, beta=args.beta, lam=args.lam, xi_norm=args.xi_norm,
             test_episodes=args.test_episodes, seed=args.seed, quiet=args.quiet,
-            evaluation=args.evaluation)
+            evaluation=args.evaluation, opt_level=_opt_level(args))
   return 0
 
 

@@ -119,6 +119,30 @@ PUT_PU = tuple(np.round(np.linspace(0.15, 0.85, 29), 4))
 DEFAULT_SEEDS = {"linear-mdp": 20, "put-option": 10}  # the paper's numbers
 SUBOPT_P = 0.1  # failure probability in the Theorem 1 curve
 
+# Compilation. At the paper's sizes these programs spend ~95% of a cold run compiling (XLA CPU,
+# LLVM -O3 by default) and well under a second running. LLVM -O0 compiles them ~4x faster and runs
+# them 1-5x slower; "auto" uses it when the workload is small (seeds x episodes x runs up to
+# FAST_COMPILE_MAX_WORK), where the trade is a large net gain. Results agree to float rounding.
+OPT_LEVELS = ("auto", 0, 1, 2, 3)
+FAST_COMPILE_MAX_WORK = 50_000
+
+
+def opt_level_for(opt_level, work: int) -> int | None:
+  """The XLA backend optimization level to compile with (``None``: XLA's default)."""
+  if isinstance(opt_level, bool) or opt_level not in OPT_LEVELS:
+    raise ValueError(f"opt_level must be one of {OPT_LEVELS}, got {opt_level!r}")
+  if opt_level == "auto":
+    return 0 if work <= FAST_COMPILE_MAX_WORK else None
+  return int(opt_level)
+
+
+def _level_name(level) -> str:
+  return "XLA default" if level is None else f"O{int(level)}"
+
+
+def compiler_options(level: int | None) -> dict | None:
+  return None if level is None else {"xla_backend_optimization_level": int(level)}
+
 
 def _stack(trees):
   return jax.tree_util.tree_map(lambda *x: jnp.stack(x), *trees)
@@ -129,7 +153,7 @@ def _stack(trees):
 
 
 @functools.lru_cache(maxsize=None)
-def _linear_program(preset: Preset, episodes: int):
+def _linear_program(preset: Preset, episodes: int, level: int | None = None):
   env = LinearMDP()
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   agents = agents_for(preset, env, episodes)
@@ -138,8 +162,8 @@ def _linear_program(preset: Preset, episodes: int):
   train_ls = make_train(env, ls, episodes, record_q=True)
   zero_rho = jnp.zeros((H, d))
 
-  def per_instance(params, keys, hp_dr: HParams, hp_ls: HParams, qs, fine_qs):
-    """One source instance (xi_norm): everything for all rho and seeds."""
+  def per_instance(params, out_dr, out_ls, hp_dr: HParams, qs, fine_qs):
+    """One source instance (xi_norm): evaluation for all rho and seeds of its training runs."""
     model = env.model(params)
     targets = target_params(params, qs)  # [Q]
     target_models = jax.vmap(env.model)(targets)
@@ -159,15 +183,14 @@ def _linear_program(preset: Preset, episodes: int):
       gap = v_star - jax.vmap(value)(qfs)
       return jnp.cumsum(gap) / jnp.arange(1, gap.shape[0] + 1)
 
-    def run_dr(hp):
-      out = jax.vmap(train_dr, in_axes=(0, None, None))(keys, hp, params)
+    def run_dr(hp, out):
       curves = jax.vmap(lambda qf: learned_in_targets(dr, qf))(out.final_qf)  # [S, Q]
       sub = jax.vmap(lambda qfs: subopt(dr, qfs, hp.rho))(out.qf)  # [S, K]
       ref = values_in_targets(planning.robust_dp(model, hp.rho).policy)
       return curves, sub, out.estimation_error, ref
 
-    dr_curves, dr_sub, dr_err, robust_ref = jax.vmap(run_dr)(hp_dr)  # [R, S, Q], [R, S, K], ...
-    out = jax.vmap(train_ls, in_axes=(0, None, None))(keys, hp_ls, params)
+    dr_curves, dr_sub, dr_err, robust_ref = jax.vmap(run_dr)(hp_dr, out_dr)  # [R, S, Q], ...
+    out = out_ls
     ls_curves = jax.vmap(lambda qf: learned_in_targets(ls, qf))(out.final_qf)
     ls_sub = jax.vmap(lambda qfs: subopt(ls, qfs, zero_rho))(out.qf)
     nonrobust_ref = values_in_targets(planning.robust_dp(model, zero_rho).policy)
@@ -192,11 +215,34 @@ def _linear_program(preset: Preset, episodes: int):
                 ls_err=out.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
                 critical_q=critical)
 
-  return env, jax.jit(jax.vmap(per_instance, in_axes=(0, None, None, None, None, None)))
+  def program(params, keys, hp_dr: HParams, hp_ls: HParams, qs, fine_qs):
+    # Training: one flat vmap per agent over (xi_norm, rho, seed), the seeds' keys shared by every
+    # setting (one level of batching traces and lowers much faster than three nested ones).
+    X, R, S = params.delta.shape[0], hp_dr.beta.shape[0], keys.shape[0]
+
+    def expand(tree, axis_sizes, axis):  # [n_axis, ...] leaves -> [prod(axis_sizes), ...]
+      def one(x):
+        shape = [1] * len(axis_sizes)
+        shape[axis] = axis_sizes[axis]
+        x = x.reshape(tuple(shape) + x.shape[1:])
+        x = jnp.broadcast_to(x, tuple(axis_sizes) + x.shape[len(axis_sizes):])
+        return x.reshape((-1,) + x.shape[len(axis_sizes):])
+      return jax.tree_util.tree_map(one, tree)
+    unflat = lambda tree, sizes: jax.tree_util.tree_map(  # noqa: E731
+        lambda x: x.reshape(tuple(sizes) + x.shape[1:]), tree)
+    out_dr = jax.vmap(train_dr)(expand(keys, (X, R, S), 2), expand(hp_dr, (X, R, S), 1),
+                                expand(params, (X, R, S), 0))
+    hp_ls_b = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (X * S,) + x.shape), hp_ls)
+    out_ls = jax.vmap(train_ls)(expand(keys, (X, S), 1), hp_ls_b, expand(params, (X, S), 0))
+    return jax.vmap(per_instance, in_axes=(0, 0, 0, None, None, None))(
+        params, unflat(out_dr, (X, R, S)), unflat(out_ls, (X, S)), hp_dr, qs, fine_qs)
+
+  return env, jax.jit(program, compiler_options=compiler_options(level))
 
 
 def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
-                   xi_norms=LINEAR_XI, rhos=LINEAR_RHO, qs=LINEAR_Q, fine_q: int = 401) -> dict:
+                   xi_norms=LINEAR_XI, rhos=LINEAR_RHO, qs=LINEAR_Q, fine_q: int = 401,
+                   opt_level="auto") -> dict:
   """Trains and evaluates both algorithms on every (xi_norm, rho_{1,4}) of Figure 1 / the ablation.
 
   Returns:
@@ -206,9 +252,11 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
     ``robust_ref [X, R, Q]`` / ``nonrobust_ref [X, Q]`` exact returns of the exact optimal robust
     and non-robust policies; ``critical_q [X]``, the exact critical perturbation (the first q where
     the target-optimal action at x1, step 1 switches: bracketed on a ``fine_q`` grid, then bisected
-    to rounding precision; NaN if it never switches); timings.
+    to rounding precision; NaN if it never switches); timings; ``opt_level`` (XLA backend
+    optimization level used, ``None`` = XLA's default; see ``opt_level_for``).
   """
-  env, program = _linear_program(preset, episodes)
+  level = opt_level_for(opt_level, seeds * episodes * len(xi_norms) * (len(rhos) + 1))
+  env, program = _linear_program(preset, episodes, level)
   H, d = env.horizon, env.feature_dim
   params = _stack([env.make_params(delta=preset.delta, p=preset.p, xi_norm=x) for x in xi_norms])
   hp_dr = make_hparams(H, d, rho=np.stack([rho_array(H, d, r, at=[(0, 3)]) for r in rhos]),
@@ -221,7 +269,8 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
   elapsed = time.perf_counter() - t0
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = elapsed
-  res.update(xi_norms=np.asarray(xi_norms), rhos=np.asarray(rhos), qs=np.asarray(qs))
+  res.update(xi_norms=np.asarray(xi_norms), rhos=np.asarray(rhos), qs=np.asarray(qs),
+             opt_level=level)
   return res
 
 
@@ -233,7 +282,8 @@ PUT_EVALUATIONS = ("exact", "mc")
 
 
 @functools.lru_cache(maxsize=None)
-def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: str):
+def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: str,
+                 level: int | None = None):
   env = PutOption(variant=preset.put_variant)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   agents = agents_for(preset, env, episodes)
@@ -288,11 +338,12 @@ def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: 
     return dict(dr=dr_curves, ls=ls_curves, dr_train=dr_ret, ls_train=ls_ret, ref=ref,
                 max_count=count)
 
-  return env, jax.jit(program)
+  return env, jax.jit(program, compiler_options=compiler_options(level))
 
 
 def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episodes: int = 100,
-                   rhos=PUT_RHO, p_us=PUT_PU, evaluation: str = "exact") -> dict:
+                   rhos=PUT_RHO, p_us=PUT_PU, evaluation: str = "exact",
+                   opt_level="auto") -> dict:
   """Figure 2: both algorithms on the put option, returns of the final policies on every target.
 
   ``evaluation="exact"`` (default): each seed's final greedy policy is valued exactly on the
@@ -305,12 +356,14 @@ def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episo
     ``dr [R, S, T]``, ``ls [S, T]`` (value per seed and target), ``ref [S', 1 + R, T]`` exact
     target values of the source-optimal stopping policy (index 0) and of the robust-optimal one
     for each rho (``S' = S`` with a per-seed initial price, else 1), ``max_count`` (largest number
-    of policy changes per step found by the breakpoint search), and timings.
+    of policy changes per step found by the breakpoint search), timings and ``opt_level`` (as in
+    ``run_linear_mdp``).
   """
   if evaluation not in PUT_EVALUATIONS:
     raise ValueError(f"evaluation must be one of {PUT_EVALUATIONS}, got {evaluation!r}")
+  level = opt_level_for(opt_level, seeds * episodes * (len(rhos) + 1))
   env, program = _put_program(preset, episodes, test_episodes if evaluation == "mc" else 0,
-                              evaluation)
+                              evaluation, level)
   H, d = env.horizon, env.feature_dim
   k_train, k_init, k_eval = jax.random.split(key, 3)
   source = env.make_params(p_u=0.5)
@@ -329,7 +382,8 @@ def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episo
                                jnp.asarray(p_us, hp_ls.lam.dtype), ref_rhos))
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = time.perf_counter() - t0
-  res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us), evaluation=evaluation)
+  res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us), evaluation=evaluation,
+             opt_level=level)
   return res
 
 
@@ -364,6 +418,7 @@ def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names
               beta=preset.beta, **{"lambda": preset.lam}, delta=preset.delta, p=preset.p,
               bonus=preset.bonus, clip=preset.clip, tie_break=preset.tie_break, H=3, d=4,
               evaluation="exact expected return of each seed's final greedy policy",
+              xla_backend_optimization_level=_level_name(res.get("opt_level")),
               rho_note="rho_{1,4} = rho, all other rho_{h,i} = 0 (DR-LSVI-UCB only)")
   for xi_i, xi in enumerate(res["xi_norms"]):
     for r_i, rho in enumerate(res["rhos"]):
@@ -443,7 +498,8 @@ def put_panels(res: dict, preset: Preset, *, seeds: int, episodes: int,
               tie_break=preset.tie_break, variant=preset.put_variant,
               fixed_initial_price=preset.put_fixed_init, H=10, num_anchors=20, source_p_u=0.5,
               evaluation=how, reference_note=PUT_REFERENCE_NOTE,
-              breakpoint_max_changes_per_step=int(res.get("max_count", 0)))
+              breakpoint_max_changes_per_step=int(res.get("max_count", 0)),
+              xla_backend_optimization_level=_level_name(res.get("opt_level")))
   if evaluation == "mc":
     base["test_episodes"] = test_episodes
   if preset.put_fixed_init:

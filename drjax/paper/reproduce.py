@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 
 import jax
@@ -67,60 +68,99 @@ def _recover_all(out: str, quiet: bool) -> None:
 
 def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str = "paper",
               test_episodes: int = 100, seed: int = 0, quiet: bool = False,
-              evaluation: str = "exact") -> dict:
+              evaluation: str = "exact", opt_level="auto") -> dict:
   """Runs the requested figures and writes ``out/<NAME>/`` and ``out/results.md``.
 
-  Returns a dict with the per-family timings (seconds, including compilation).
+  ``opt_level``: XLA backend optimization level of the training programs (``"auto"``, 0-3; see
+  ``programs.opt_level_for``).
+
+  Returns a dict with the time (seconds from the start, compilation included) at which each
+  family's figures were written.
   """
+  t_start = time.perf_counter()
   pre = paper.PRESETS[preset]
+  paper.opt_level_for(opt_level, 0)  # validates before anything is traced
   names = list(dict.fromkeys(names))
   _recover_all(out, quiet)
   run = _run_id()
   key = jax.random.PRNGKey(seed)
   k_lin, k_put = jax.random.split(key)
   timings = {}
+  # Every requested family is traced, compiled and run in its own thread, started at once: XLA
+  # compiles without the GIL, so one family's compilation overlaps the next one's tracing and
+  # the figure writing below (in request order, in this thread). The results do not depend on it.
+  jobs = {}
   lin_names = [n for n in names if n in ("fig1", "fig3", "subopt")]
   if lin_names:
-    s = seeds or paper.DEFAULT_SEEDS["linear-mdp"]
+    s_lin = seeds or paper.DEFAULT_SEEDS["linear-mdp"]
     # fig1 and subopt use rho_1,4 = 0.5 only; the other two levels are trained for fig3 alone.
     rhos = paper.LINEAR_RHO if "fig3" in lin_names else (paper.FIG1_RHO,)
     _log(quiet, f"[drjax] linear MDP ({', '.join(lin_names)}): {len(paper.LINEAR_XI)} xi_norm x "
-                f"{len(rhos)} rho_1,4 {list(rhos)} x {s} seeds x {episodes} episodes, both "
+                f"{len(rhos)} rho_1,4 {list(rhos)} x {s_lin} seeds x {episodes} episodes, both "
                 f"algorithms, 21 targets (exact) ...")
-    t0 = time.perf_counter()
-    res = paper.run_linear_mdp(pre, seeds=s, episodes=episodes, key=k_lin, rhos=rhos)
-    panels = paper.linear_panels(res, pre, seeds=s, episodes=episodes, names=lin_names)
-    for n in lin_names:
-      outputs.write_figure(out, n, _stamp(panels[n], run))
-      _log(quiet, f"[drjax]   wrote {os.path.join(out, n)}/ ({len(panels[n])} panels)")
-    timings["linear-mdp"] = time.perf_counter() - t0
-    _log(quiet, f"[drjax]   {timings['linear-mdp']:.1f} s")
+    jobs["linear-mdp"] = _Job(lambda: paper.run_linear_mdp(
+        pre, seeds=s_lin, episodes=episodes, key=k_lin, rhos=rhos, opt_level=opt_level))
   if "fig2" in names:
-    s = seeds or paper.DEFAULT_SEEDS["put-option"]
+    s_put = seeds or paper.DEFAULT_SEEDS["put-option"]
     how = ("exact, price lattice" if evaluation == "exact" else
            f"{test_episodes} test episodes, Monte Carlo with common random numbers")
-    _log(quiet, f"[drjax] put option (fig2): 3 rho x {s} seeds x {episodes} episodes, both "
+    _log(quiet, f"[drjax] put option (fig2): 3 rho x {s_put} seeds x {episodes} episodes, both "
                 f"algorithms, 29 targets ({how}) ...")
-    t0 = time.perf_counter()
-    res = paper.run_put_option(pre, seeds=s, episodes=episodes, key=k_put,
-                               test_episodes=test_episodes, evaluation=evaluation)
-    panels = paper.put_panels(res, pre, seeds=s, episodes=episodes, test_episodes=test_episodes)
-    outputs.write_figure(out, "fig2", _stamp(panels["fig2"], run))
-    timings["put-option"] = time.perf_counter() - t0
-    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'fig2')}/ ({timings['put-option']:.1f} s)")
+    jobs["put-option"] = _Job(lambda: paper.run_put_option(
+        pre, seeds=s_put, episodes=episodes, key=k_put, test_episodes=test_episodes,
+        evaluation=evaluation, opt_level=opt_level))
   if "sensitivity" in names:
     from drjax.paper import sensitivity  # pylint: disable=g-import-not-at-top
     _log(quiet, "[drjax] sensitivity (linear MDP, exact): V*, dV*/drho_1,4 (autodiff and closed "
                 "form) on 101 rho x 3 xi_norm, kinks, [H, d] map, worst-case search ...")
-    t0 = time.perf_counter()
-    panels, _ = sensitivity.run(seed=seed)
+    jobs["sensitivity"] = _Job(lambda: sensitivity.run(seed=seed))
+  if "linear-mdp" in jobs:
+    res = jobs["linear-mdp"].result()
+    panels = paper.linear_panels(res, pre, seeds=s_lin, episodes=episodes, names=lin_names)
+    for n in lin_names:
+      outputs.write_figure(out, n, _stamp(panels[n], run))
+      _log(quiet, f"[drjax]   wrote {os.path.join(out, n)}/ ({len(panels[n])} panels)")
+    timings["linear-mdp"] = time.perf_counter() - t_start
+    _log(quiet, f"[drjax]   linear MDP done at {timings['linear-mdp']:.1f} s")
+  if "put-option" in jobs:
+    res = jobs["put-option"].result()
+    panels = paper.put_panels(res, pre, seeds=s_put, episodes=episodes,
+                              test_episodes=test_episodes)
+    outputs.write_figure(out, "fig2", _stamp(panels["fig2"], run))
+    timings["put-option"] = time.perf_counter() - t_start
+    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'fig2')}/ (done at "
+                f"{timings['put-option']:.1f} s)")
+  if "sensitivity" in jobs:
+    panels, _ = jobs["sensitivity"].result()
     outputs.write_figure(out, "sensitivity", _stamp(panels, run), plot=sensitivity.plot)
-    timings["sensitivity"] = time.perf_counter() - t0
-    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'sensitivity')}/ "
-                f"({timings['sensitivity']:.1f} s)")
+    timings["sensitivity"] = time.perf_counter() - t_start
+    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'sensitivity')}/ (done at "
+                f"{timings['sensitivity']:.1f} s)")
   path = outputs.write_summary(out, load_results(out), header=_header())
   _log(quiet, f"[drjax] wrote {path}")
   return timings
+
+
+class _Job:
+  """Runs ``fn`` in a daemon thread (a Ctrl-C in the main thread is not held up by it)."""
+
+  def __init__(self, fn):
+    self._out = None
+    self._err = None
+    self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+    self._thread.start()
+
+  def _run(self, fn):
+    try:
+      self._out = fn()
+    except BaseException as e:  # pylint: disable=broad-except  (re-raised in result())
+      self._err = e
+
+  def result(self):
+    self._thread.join()
+    if self._err is not None:
+      raise self._err
+    return self._out
 
 
 def _run_id() -> str:
@@ -157,7 +197,7 @@ def load_results(out: str) -> dict:
 
 def train(*, env: str, out: str, rhos, seeds: int, episodes: int, preset: str, beta: float,
           lam: float, xi_norm: float, test_episodes: int, seed: int, quiet: bool,
-          evaluation: str = "exact") -> dict:
+          evaluation: str = "exact", opt_level="auto") -> dict:
   """``drjax train``: one environment, both algorithms, a list of rho values, N seeds.
 
   Writes ``out/train/<env>_....json`` panels (one per rho) of the same kind as ``reproduce``.
@@ -172,12 +212,12 @@ def train(*, env: str, out: str, rhos, seeds: int, episodes: int, preset: str, b
   _log(quiet, f"[drjax] train {env}: rho {list(rhos)} x {seeds} seeds x {episodes} episodes ...")
   if env == "linear-mdp":
     res = paper.run_linear_mdp(pre, seeds=seeds, episodes=episodes, key=key, xi_norms=(xi_norm,),
-                               rhos=tuple(rhos))
+                               rhos=tuple(rhos), opt_level=opt_level)
     panels = paper.linear_panels(res, pre, seeds=seeds, episodes=episodes, names=("fig3",))["fig3"]
   else:
     res = paper.run_put_option(pre, seeds=seeds, episodes=episodes, key=key,
                                test_episodes=test_episodes, rhos=tuple(rhos),
-                               evaluation=evaluation)
+                               evaluation=evaluation, opt_level=opt_level)
     panels = paper.put_panels(res, pre, seeds=seeds, episodes=episodes,
                               test_episodes=test_episodes)["fig2"]
   panels = {f"{env}_{tag}": p for tag, p in panels.items()}

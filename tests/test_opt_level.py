@@ -1,0 +1,42 @@
+"""XLA optimization level of the paper programs (``--opt-level``): choice, validation, provenance."""
+
+import pytest
+
+from drjax import cli
+from drjax.paper import programs
+
+
+def test_auto_uses_fast_compile_for_small_workloads_only():
+  assert programs.opt_level_for("auto", programs.FAST_COMPILE_MAX_WORK) == 0
+  assert programs.opt_level_for("auto", programs.FAST_COMPILE_MAX_WORK + 1) is None
+  assert programs.opt_level_for(2, 10**9) == 2
+  assert programs.compiler_options(None) is None
+  assert programs.compiler_options(0) == {"xla_backend_optimization_level": 0}
+
+
+@pytest.mark.parametrize("bad", ["fast", 4, -1, 1.5, True, None])
+def test_bad_opt_level_names_the_argument(bad):
+  with pytest.raises(ValueError, match="opt_level must be one of"):
+    programs.opt_level_for(bad, 1)
+
+
+def test_bad_opt_level_in_the_api_is_refused_before_tracing(tmp_path):
+  from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ValueError, match="opt_level"):
+    rep.reproduce(["fig1"], out=str(tmp_path / "o"), seeds=2, episodes=2, opt_level="O3",
+                  quiet=True)
+  assert not (tmp_path / "o" / "fig1").exists()
+
+
+@pytest.mark.parametrize("cmd", ["reproduce", "train"])
+def test_cli_rejects_bad_opt_level(cmd, tmp_path, capsys):
+  out = tmp_path / "out"
+  argv = [cmd, "--opt-level", "7", "--out", str(out)]
+  if cmd == "train":
+    argv += ["--env", "linear-mdp"]
+  with pytest.raises(SystemExit) as e:
+    cli.main(argv)
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and "--opt-level" in err, err
+  assert not out.exists()
