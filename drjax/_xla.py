@@ -17,6 +17,26 @@ import os
 import sys
 
 FLAGS = ("--xla_cpu_multi_thread_eigen=false", "--xla_cpu_use_fusion_emitters=false")
+# XLA aborts the process on a flag it does not know: the fusion-emitter flag is gone from the XLA
+# of jaxlib 0.11 (seen on a GPU machine with jaxlib 0.11.2), so it is only added before that.
+FLAG_MAX_JAXLIB = {"--xla_cpu_use_fusion_emitters": (0, 11)}
+
+
+def _jaxlib_version() -> tuple[int, int] | None:
+  try:
+    from importlib.metadata import version  # pylint: disable=g-import-not-at-top
+    major, minor = version("jaxlib").split(".")[:2]
+    return int(major), int(minor)
+  except Exception:  # pylint: disable=broad-except  (not installed, odd version string)
+    return None
+
+
+def flags_for_this_jaxlib() -> tuple[str, ...]:
+  """``FLAGS`` less those the installed jaxlib's XLA no longer knows."""
+  v = _jaxlib_version()
+  return tuple(f for f in FLAGS
+               if not (v is not None and f.split("=")[0] in FLAG_MAX_JAXLIB
+                       and v >= FLAG_MAX_JAXLIB[f.split("=")[0]]))
 
 
 def _backend_initialized() -> bool:
@@ -32,7 +52,7 @@ def configure() -> bool:
   if os.environ.get("DRJAX_NO_XLA_FLAG") or _backend_initialized():
     return False
   flags = os.environ.get("XLA_FLAGS", "")
-  new = [f for f in FLAGS if f.split("=")[0] not in flags]
+  new = [f for f in flags_for_this_jaxlib() if f.split("=")[0] not in flags]
   if not new:
     return False
   os.environ["XLA_FLAGS"] = " ".join([flags] + new).strip()
