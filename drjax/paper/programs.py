@@ -294,18 +294,29 @@ def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: 
 
   def program(params, keys, eval_keys, hp_dr, hp_ls, p_us, ref_rhos):
     # params: one source params per seed ([S] leaves).
-    def run(train, agent, hp):
-      out = jax.vmap(train, in_axes=(0, None, 0))(keys, hp, params)
+    S, R = keys.shape[0], hp_dr.beta.shape[0]
+
+    def tile(tree, n):  # [S, ...] -> [n S, ...] (the seeds repeated n times)
+      return jax.tree_util.tree_map(lambda x: jnp.tile(x, (n,) + (1,) * (x.ndim - 1)), tree)
+
+    def run(train, agent, hp, n):
+      # One flat vmap over (n settings x S seeds): hp [n S] leaves, the seeds' data tiled.
+      keys_b, params_b, eval_b = tile(keys, n), tile(params, n), tile(eval_keys, n)
+      out = jax.vmap(train)(keys_b, hp, params_b)
       if evaluation == "exact":  # the policies' breakpoints; valued below, all in one batch
         return jax.vmap(lambda qf, prm: evaluate.put_option_agent_policy(
-            env, agent, qf, prm.init_low, prm.init_high))(out.final_qf, params), out.returns
+            env, agent, qf, prm.init_low, prm.init_high))(out.final_qf, params_b), out.returns
       curves = jax.vmap(lambda qf, prm, ek: jax.vmap(
           lambda t: evaluate.mc_evaluate(env, agent, qf, t, ek, test_episodes)["mean"])(
-              env.target_params(prm, p_us)))(out.final_qf, params, eval_keys)
+              env.target_params(prm, p_us)))(out.final_qf, params_b, eval_b)
       return curves, out.returns
 
-    dr_pol, dr_ret = jax.vmap(lambda hp: run(train_dr, dr, hp))(hp_dr)  # [R, S, ...]
-    ls_pol, ls_ret = run(train_ls, ls, hp_ls)  # [S, ...]
+    unflat = lambda tree: jax.tree_util.tree_map(  # noqa: E731  [R S, ...] -> [R, S, ...]
+        lambda x: x.reshape((R, S) + x.shape[1:]), tree)
+    hp_dr_b = jax.tree_util.tree_map(lambda x: jnp.repeat(x, S, axis=0), hp_dr)
+    dr_pol, dr_ret = unflat(run(train_dr, dr, hp_dr_b, R))  # [R, S, ...]
+    hp_ls_b = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (S,) + x.shape), hp_ls)
+    ls_pol, ls_ret = run(train_ls, ls, hp_ls_b, 1)  # [S, ...]
     # Exact optimal stopping policies of the source (non-robust: rho = 0; robust per rho), per
     # seed (each seed's initial price range; identical across seeds for the paper preset).
     ref_pol = jax.vmap(lambda prm: jax.vmap(lambda r: evaluate.put_option_optimal_policy(
