@@ -75,7 +75,8 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   ``programs.opt_level_for``).
 
   Returns a dict with the time (seconds from the start, compilation included) at which each
-  family's figures were written.
+  family's figures were written, and ``phases``: per family, the seconds its thread spent tracing,
+  lowering and compiling, and in all.
   """
   t_start = time.perf_counter()
   pre = paper.PRESETS[preset]
@@ -116,6 +117,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     jobs["sensitivity"] = _Job(lambda: sensitivity.run(seed=seed))
   if "linear-mdp" in jobs:
     res = jobs["linear-mdp"].result()
+    _log(quiet, f"[drjax]   linear MDP computed: {jobs['linear-mdp'].describe()}")
     panels = paper.linear_panels(res, pre, seeds=s_lin, episodes=episodes, names=lin_names)
     for n in lin_names:
       outputs.write_figure(out, n, _stamp(panels[n], run))
@@ -124,6 +126,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     _log(quiet, f"[drjax]   linear MDP done at {timings['linear-mdp']:.1f} s")
   if "put-option" in jobs:
     res = jobs["put-option"].result()
+    _log(quiet, f"[drjax]   put option computed: {jobs['put-option'].describe()}")
     panels = paper.put_panels(res, pre, seeds=s_put, episodes=episodes,
                               test_episodes=test_episodes)
     outputs.write_figure(out, "fig2", _stamp(panels["fig2"], run))
@@ -132,29 +135,61 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
                 f"{timings['put-option']:.1f} s)")
   if "sensitivity" in jobs:
     panels, _ = jobs["sensitivity"].result()
+    _log(quiet, f"[drjax]   sensitivity computed: {jobs['sensitivity'].describe()}")
     outputs.write_figure(out, "sensitivity", _stamp(panels, run), plot=sensitivity.plot)
     timings["sensitivity"] = time.perf_counter() - t_start
     _log(quiet, f"[drjax]   wrote {os.path.join(out, 'sensitivity')}/ (done at "
                 f"{timings['sensitivity']:.1f} s)")
   path = outputs.write_summary(out, load_results(out), header=_header())
-  _log(quiet, f"[drjax] wrote {path}")
+  _log(quiet, f"[drjax] wrote {path} ({time.perf_counter() - t_start:.1f} s)")
+  timings["phases"] = {name: dict(job.phases) for name, job in jobs.items()}
   return timings
 
 
+_PHASES = {"/jax/core/compile/jaxpr_trace_duration": "trace",
+           "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+           "/jax/core/compile/backend_compile_duration": "compile"}
+_local = threading.local()
+_listening = False
+
+
+def _on_event(event, duration_secs, **_):
+  phases = getattr(_local, "phases", None)
+  if phases is not None and event in _PHASES:
+    phases[_PHASES[event]] = phases.get(_PHASES[event], 0.0) + duration_secs
+
+
 class _Job:
-  """Runs ``fn`` in a daemon thread (a Ctrl-C in the main thread is not held up by it)."""
+  """Runs ``fn`` in a daemon thread (a Ctrl-C in the main thread is not held up by it).
+
+  ``phases``: seconds this thread spent tracing, lowering and compiling (``jax.monitoring``
+  events fire in the thread that does the work), and the whole job (``total``).
+  """
 
   def __init__(self, fn):
+    global _listening
+    if not _listening:
+      jax.monitoring.register_event_duration_secs_listener(_on_event)
+      _listening = True
     self._out = None
     self._err = None
+    self.phases = {}
     self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
     self._thread.start()
 
   def _run(self, fn):
+    _local.phases = self.phases
+    t0 = time.perf_counter()
     try:
       self._out = fn()
     except BaseException as e:  # pylint: disable=broad-except  (re-raised in result())
       self._err = e
+    self.phases["total"] = time.perf_counter() - t0
+
+  def describe(self) -> str:
+    p = self.phases
+    return (f"trace {p.get('trace', 0.0):.1f} s, lower {p.get('lower', 0.0):.1f} s, XLA compile "
+            f"{p.get('compile', 0.0):.1f} s, in all {p.get('total', 0.0):.1f} s (threads overlap)")
 
   def result(self):
     self._thread.join()
