@@ -226,7 +226,8 @@ def _pin_labels(ax, renderer, placed: dict) -> None:
   _, labels, clear = placed[ax]
   b = ax.bbox
   for axis, side, label_at in labels:
-    if axis.label.get_visible() and axis.label.get_text():
+    auto = getattr(axis, "_autolabelpos", True)  # not placed by the caller (private; else: auto)
+    if auto and axis.label.get_visible() and axis.label.get_text():
       x, y = axis.label.get_position()
       if side in ("bottom", "top"):
         axis.set_label_coords(x, -label_at / b.height if side == "bottom" else
@@ -290,7 +291,7 @@ def fit_layout(fig, suptitle=None, pad: float = 1.08) -> None:
   if suptitle is not None and suptitle.get_text():
     top += to_fig.transform_bbox(suptitle.get_window_extent(renderer)).height + pad_in / height
   bottom = max(vs[-1].max(), 0) + pad_in / height
-  kw = dict(left=left, right=1 - right, bottom=bottom, top=1 - top)
+  kw = {"left": left, "right": 1 - right, "bottom": bottom, "top": 1 - top}
   if cols > 1:
     gap = hs[:, 1:-1].max() + pad_in / width
     kw["wspace"] = gap / ((1 - right - left - gap * (cols - 1)) / cols)
