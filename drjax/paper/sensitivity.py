@@ -174,23 +174,37 @@ def _run(xi_norms, *, delta, p, num_rho, map_rho, search_rho, steps, restarts, s
 
 
 def plot(panels: dict, path_base: str) -> None:
-  """Writes ``figure(panels)`` to ``path_base.png`` and ``.pdf`` (Agg backend)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  """Writes the figure of ``figure(panels)`` to ``path_base.png`` and ``.pdf`` (Agg, no pyplot)."""
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
 
-  fig = figure(panels)
-  fig.savefig(path_base + ".png", dpi=130)
-  fig.savefig(path_base + ".pdf")
-  plt.close(fig)
+  fig = outputs.new_figure(_figsize(panels))
+  _draw(fig, panels)
+  outputs.save_figure(fig, path_base)
 
 
 def figure(panels: dict):
-  """Three rows (value, derivative, ``[H, d]`` map) x one column per ``||xi||_1``."""
+  """Three rows (value, derivative, ``[H, d]`` map) x one column per ``||xi||_1``.
+
+  A pyplot figure (for notebooks: ``plt.show()`` displays it); ``plot`` writes the same figure
+  without pyplot.
+  """
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
+  fig = plt.figure(figsize=_figsize(panels))
+  _draw(fig, panels)
+  return fig
+
+
+def _figsize(panels: dict):
+  return (4.2 * len(panels), 9.0)
+
+
+def _draw(fig, panels: dict) -> None:
+  """Draws ``figure``'s panels into the empty figure ``fig`` and lays it out."""
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+
   tags = list(panels)
-  fig, axes = plt.subplots(3, len(tags), figsize=(4.2 * len(tags), 9.0), squeeze=False)
+  axes = fig.subplots(3, len(tags), squeeze=False)
   for j, tag in enumerate(tags):
     p = panels[tag]
     x = np.asarray(p["rho"])
@@ -222,6 +236,5 @@ def figure(panels: dict):
     fig.colorbar(im, ax=ax, fraction=0.046)
     for a in axes[:2, j]:
       a.tick_params(labelsize=7)
-  fig.suptitle("Sensitivity of the optimal robust value to rho (linear MDP, exact)", fontsize=10)
-  fig.tight_layout()
-  return fig
+  outputs.fit_layout(fig, fig.suptitle(
+      "Sensitivity of the optimal robust value to rho (linear MDP, exact)", fontsize=10))
