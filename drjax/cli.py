@@ -202,8 +202,8 @@ def _add_run_flags(p, *, seeds_help):
   p.add_argument("--seed", type=int, default=0, help="master PRNG seed (default: 0)")
   p.add_argument("--opt-level", default="auto", choices=("auto", "0", "1", "2", "3"),
                  help="XLA (LLVM) optimization level of the compiled programs: 0 compiles ~4x "
-                      "faster and runs 1-5x slower; auto: 0 for small workloads (the paper's "
-                      "sizes), XLA's default otherwise (default: auto)")
+                      "faster and runs 1-5x slower; auto: 0 (put option: 1) for small workloads "
+                      "(the paper's sizes), XLA's default otherwise (default: auto)")
   p.add_argument("--quiet", action="store_true", help="no progress messages")
 
 

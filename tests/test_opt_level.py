@@ -9,6 +9,8 @@ from drjax.paper import programs
 def test_auto_uses_fast_compile_for_small_workloads_only():
   assert programs.opt_level_for("auto", programs.FAST_COMPILE_MAX_WORK) == 0
   assert programs.opt_level_for("auto", programs.FAST_COMPILE_MAX_WORK + 1) is None
+  assert programs.opt_level_for("auto", 10, small=1) == 1
+  assert programs.opt_level_for("auto", programs.FAST_COMPILE_MAX_WORK + 1, small=1) is None
   assert programs.opt_level_for(2, 10**9) == 2
   assert programs.compiler_options(None) is None
   assert programs.compiler_options(0) == {"xla_backend_optimization_level": 0}
