@@ -128,10 +128,8 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
       state0 = agent.init_stats(theta, env.num_states, hparams.lam)
     else:
       model = None
-      # Buffers sized for the first segment; grown (zero-padded) at each segment boundary, so
-      # a segment's plans read exactly its slots (no slicing of larger buffers per plan).
-      state0 = base.init_state(theta, H, cfg.feature_dim, cfg.num_actions, bounds[0],
-                               hparams.lam, cfg.solver)
+      state0 = base.init_state(theta, H, cfg.feature_dim, cfg.num_actions, K, hparams.lam,
+                               cfg.solver)
 
     def make_episode(size):
       def episode(agent_state, xs):
@@ -171,8 +169,6 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
     ks = jnp.arange(K, dtype=jnp.int32)
     state, ys, start = state0, [], 0
     for end in bounds:
-      if not stats:
-        state = base.grow_buffers(state, end)
       state, y = jax.lax.scan(make_episode(end), state, (ks[start:end], keys[start:end]))
       ys.append(y)
       start = end

@@ -68,9 +68,6 @@ class AgentState(NamedTuple):
     next_phi: ``[H, K, A, d]`` features of every action at the next state s_{h+1}.
     next_fail: ``[H, K]`` whether s_{h+1} is the fail state.
     count: ``[]`` int32, number of completed episodes stored.
-    M: ``[H, d, K]`` the ridge operator ``Lambda^-1 phi^T`` over the slots (zero columns for empty
-      slots), kept up to date by rank-1 steps with the Sherman-Morrison solver (else ``None``):
-      planning then needs one ``[d, n] x [n, n + 2]`` product per step, no ``Lambda^-1`` solve.
   """
 
   theta: Array
@@ -82,7 +79,6 @@ class AgentState(NamedTuple):
   next_phi: Array
   next_fail: Array
   count: Array
-  M: Array | None = None
 
 
 class StatsState(NamedTuple):
@@ -281,27 +277,7 @@ def init_state(theta, horizon, feature_dim, num_actions, capacity, lam=None,
       reward=jnp.zeros((horizon, capacity), dtype),
       next_phi=jnp.zeros((horizon, capacity, num_actions, feature_dim), dtype),
       next_fail=jnp.zeros((horizon, capacity), bool),
-      count=jnp.zeros((), jnp.int32),
-      M=(jnp.zeros((horizon, feature_dim, capacity), dtype) if solver == "sherman-morrison"
-         else None))
-
-
-def grow_buffers(state: AgentState, capacity: int) -> AgentState:
-  """The same state with its buffers zero-padded to ``capacity`` slots (static, >= current)."""
-  K = state.phi.shape[1]
-  if capacity < K:
-    raise ValueError(f"capacity {capacity} is smaller than the current {K} slots")
-  if capacity == K:
-    return state
-
-  def pad(x, axis):
-    widths = [(0, 0)] * x.ndim
-    widths[axis] = (0, capacity - K)
-    return jnp.pad(x, widths)
-
-  return state._replace(phi=pad(state.phi, 1), reward=pad(state.reward, 1),
-                        next_phi=pad(state.next_phi, 1), next_fail=pad(state.next_fail, 1),
-                        M=None if state.M is None else pad(state.M, 2))
+      count=jnp.zeros((), jnp.int32))
 
 
 def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
@@ -335,24 +311,6 @@ def _init_pinv(horizon, feature_dim, lam, solver, dtype):
                           (horizon, feature_dim, feature_dim))
 
 
-def _operator_update(M, pinv, atoms, phi, onehot):
-  """``Lambda^-1 A^T`` after adding ``phi`` (per step) to ``Lambda`` and to atom column ``onehot``.
-
-  With ``P = Lambda^-1``, ``u = P phi``, ``den = 1 + phi^T u``: ``P' = P - u u^T / den`` and
-  ``P' phi = u / den``, so ``M' = P' (A + e phi^T)^T = M - (u / den) (A u)^T + (u / den) e^T``.
-
-  Args:
-    M: ``[H, d, n]``; pinv: ``[H, d, d]`` (before the update); atoms: ``[H, n, d]`` (before);
-    phi: ``[H, d]``; onehot: ``[H, n]`` or ``[n]`` the atom that receives ``phi``.
-  """
-  u = jnp.einsum("hde,he->hd", pinv, phi)
-  den = 1.0 + jnp.sum(phi * u, axis=-1)
-  au = jnp.einsum("hnd,hd->hn", atoms, u)
-  ud = u / den[:, None]
-  onehot = jnp.broadcast_to(onehot, au.shape).astype(M.dtype)
-  return M + ud[:, :, None] * (onehot - au)[:, None, :]
-
-
 def _rank_one(state, phi, reward):
   """Adds one transition per step (``phi [H, d]``, ``reward [H]``) to gram / phir / pinv."""
   dtype = state.gram.dtype
@@ -375,14 +333,9 @@ def observe(state: AgentState, h, phi, reward, next_phi_all, next_fail) -> Agent
   H = state.gram.shape[0]
   onehot = (jnp.arange(H) == h).astype(state.gram.dtype)
   # A rank-1 step at step h only (zero features elsewhere leave gram / phir / pinv unchanged).
-  phi_h = onehot[:, None] * jnp.asarray(phi, state.gram.dtype)[None, :]
-  M = state.M
-  if M is not None and state.pinv is not None:
-    M = _operator_update(M, state.pinv, state.phi, phi_h,
-                         (jnp.arange(state.phi.shape[1]) == k)[None, :])
-  upd = _rank_one(state, phi_h, onehot * jnp.asarray(reward, state.gram.dtype))
+  upd = _rank_one(state, onehot[:, None] * jnp.asarray(phi, state.gram.dtype)[None, :],
+                  onehot * jnp.asarray(reward, state.gram.dtype))
   return upd._replace(
-      M=M,
       phi=state.phi.at[h, k].set(phi.astype(state.phi.dtype)),
       reward=state.reward.at[h, k].set(jnp.asarray(reward, state.reward.dtype)),
       next_phi=state.next_phi.at[h, k].set(next_phi_all.astype(state.next_phi.dtype)),
@@ -413,12 +366,8 @@ def store_episode(state: AgentState, k, phi, reward, next_phi, next_fail) -> Age
     x = jnp.expand_dims(jnp.asarray(x).astype(buf.dtype), 1)
     return jax.lax.dynamic_update_slice(buf, x, (zero, k) + (zero,) * (buf.ndim - 2))
 
-  M = state.M
-  if M is not None and state.pinv is not None:
-    slot = (jnp.arange(state.phi.shape[1]) == k)[None, :]
-    M = _operator_update(M, state.pinv, state.phi, jnp.asarray(phi, M.dtype), slot)
   state = _rank_one(state, phi, reward)
-  return state._replace(M=M, phi=put(state.phi, phi), reward=put(state.reward, reward),
+  return state._replace(phi=put(state.phi, phi), reward=put(state.reward, reward),
                         next_phi=put(state.next_phi, next_phi),
                         next_fail=put(state.next_fail, next_fail), count=state.count + 1)
 
@@ -434,7 +383,13 @@ def update_stats(state: StatsState, phi, reward, next_state) -> StatsState:
   onehot = (jnp.arange(S)[None, :] == jnp.asarray(next_state)[:, None]).astype(dtype)
   M = state.M
   if M is not None and state.pinv is not None:
-    M = _operator_update(M, state.pinv, state.G, phi, onehot)
+    # P' G'^T with P' = P - u u^T / den (u = P phi, den = 1 + phi^T u) and G' = G + e_s' phi^T:
+    # M' = M - u (G u)^T / den + (u / den) e_s'^T (P' phi = u / den).
+    u = jnp.einsum("hde,he->hd", state.pinv, phi)
+    den = 1.0 + jnp.sum(phi * u, axis=-1)
+    gu = jnp.einsum("hsd,hd->hs", state.G, u)
+    ud = u / den[:, None]
+    M = M - ud[:, :, None] * gu[:, None, :] + ud[:, :, None] * onehot[:, None, :]
   state = _rank_one(state, phi, reward)
   G = state.G + onehot[:, :, None] * phi[:, None, :]
   return state._replace(G=G, M=M, count=state.count + 1)

@@ -230,10 +230,8 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     chex.assert_rank(state.phi, 3)
     n = state.phi.shape[1] if size is None else size
     mask = jnp.arange(n) < state.count
-    ops = None if state.M is None else state.M[:, :, :n]
     return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.phi[:, :n],
-                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hp, refactor,
-                       ops=ops)
+                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hp, refactor)
 
   def q_values(qf: QFunction, h, phi_all, fail):
     return q_fn(qf, h, phi_all, fail)
