@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 import drjax
+from drjax import _xla
 from drjax import cli, evaluate, sweeps
 from drjax.envs.linear_mdp import LinearMDP, target_params
 
@@ -58,8 +59,7 @@ def cache_dir(tmp_path_factory):
 def _env(cache, **extra):
   """Environment for CLI subprocesses: the test session's XLA flags, a private cache."""
   env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "DRJAX_NO_CACHE")}
-  env.update(DRJAX_CACHE_DIR=cache, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false "
-                                              "--xla_cpu_use_fusion_emitters=false")
+  env.update(DRJAX_CACHE_DIR=cache, XLA_FLAGS=" ".join(_xla.flags_for_this_jaxlib()))
   env.update(extra)
   return env
 
@@ -188,9 +188,8 @@ def test_chunked_equals_unchunked_equals_four_devices(full, tmp_path, cache_dir)
   pd.testing.assert_frame_equal(chunked.df, full.df, check_exact=True)
   out = tmp_path / "four"
   res = _cli_subprocess(SMALL_FLAGS + ["--chunk", "3", "--out", str(out)], cache_dir,
-                        XLA_FLAGS="--xla_force_host_platform_device_count=4 "
-                                  "--xla_cpu_multi_thread_eigen=false "
-                                  "--xla_cpu_use_fusion_emitters=false")
+                        XLA_FLAGS=" ".join(("--xla_force_host_platform_device_count=4",)
+                                           + _xla.flags_for_this_jaxlib()))
   assert res.returncode == 0, res.stderr
   info = json.loads((out / "sweep.json").read_text())
   assert info["devices"]["count"] == 4
