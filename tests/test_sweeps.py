@@ -189,7 +189,8 @@ def test_chunked_equals_unchunked_equals_four_devices(full, tmp_path, cache_dir)
   out = tmp_path / "four"
   res = _cli_subprocess(SMALL_FLAGS + ["--chunk", "3", "--out", str(out)], cache_dir,
                         XLA_FLAGS=" ".join(("--xla_force_host_platform_device_count=4",)
-                                           + _xla.flags_for_this_jaxlib()))
+                                           + _xla.flags_for_this_jaxlib()),
+                        JAX_PLATFORMS="cpu")  # 4 host devices, also on a machine with a GPU
   assert res.returncode == 0, res.stderr
   info = json.loads((out / "sweep.json").read_text())
   assert info["devices"]["count"] == 4
@@ -257,8 +258,8 @@ def test_two_processes_with_jax_distributed(full, tmp_path, cache_dir):
   procs = [subprocess.Popen(
       [sys.executable, "-m", "drjax.cli", "sweep", *SMALL_FLAGS, "--out", str(out),
        "--distributed", "--coordinator", f"localhost:{port}", "--num-processes", "2",
-       "--process-id", str(i)], env=_env(cache_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True) for i in range(2)]
+       "--process-id", str(i)], env=_env(cache_dir, JAX_PLATFORMS="cpu"),  # CPU processes
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
   outs = [p.communicate(timeout=240) for p in procs]
   assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
   info = json.loads((out / "sweep.json").read_text())
