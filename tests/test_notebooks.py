@@ -77,7 +77,7 @@ def _execute(nb, kernel_spec_manager, **env):
       resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
   full_env = dict(os.environ, **env)
   full_env.pop("MPLBACKEND", None)  # the notebooks select the inline backend themselves
-  client.execute(env=full_env)
+  client.execute(env=full_env, cleanup_kc=True)  # shut the kernel down (nbclient does not own km)
   return nb
 
 
