@@ -9,6 +9,46 @@ from drjax import _xla  # noqa: E402
 _xla.configure()
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+# Test scheduling under pytest-xdist (`-n 2`, pyproject.toml). The tests of SHARED_WORKER_FILES run
+# on one worker, in file order: they share module fixtures (test_reproduce: one `drjax reproduce
+# all` run; test_sweeps: the small sweep, its compiled programs and the CLI compilation cache),
+# which xdist's default `--dist load` would build once per worker. Every other test is handed out
+# on its own, in collection order, with the slowest files first (SLOW_FILES_FIRST: the notebooks
+# and README examples each run a fresh interpreter that compiles its own programs), so that the
+# two workers finish together. Only the default distribution is changed: an explicit `--dist`
+# other than `load` is honoured. (`--dist loadgroup` would do the grouping with xdist_group marks,
+# but with pytest >= 9.2 it silently stops grouping: pytest-xdist issue #1386.)
+SHARED_WORKER_FILES = ("test_reproduce.py", "test_sweeps.py")
+SLOW_FILES_FIRST = ("test_notebooks.py", "test_readme.py", "test_bench.py", "test_sensitivity.py",
+                    "test_agents.py", "test_engine.py")
+
+
+def pytest_collection_modifyitems(items):
+  rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_make_scheduler(config, log):
+  if config.getvalue("dist") != "load":
+    return None
+  from xdist.scheduler import LoadScopeScheduling  # pylint: disable=g-import-not-at-top
+
+  class SharedFilesScheduling(LoadScopeScheduling):
+    """Work units: one per file of SHARED_WORKER_FILES, one per test otherwise.
+
+    LoadScopeScheduling hands out the units with the most tests first (the shared files), then
+    the single tests in collection order.
+    """
+
+    def _split_scope(self, nodeid):
+      path = nodeid.split("::", 1)[0]
+      return path if os.path.basename(path) in SHARED_WORKER_FILES else nodeid
+
+  return SharedFilesScheduling(config, log)

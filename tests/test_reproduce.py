@@ -15,6 +15,7 @@ REQUIRED_CONFIG = {"env", "rho", "seeds", "episodes", "preset", "beta", "lambda"
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
+  # One run per test session: conftest.py keeps this module's tests on one xdist worker.
   out = str(tmp_path_factory.mktemp("res") / "out")
   assert cli.main(["reproduce", "all", "--out", out] + SMALL) == 0
   return out

@@ -87,7 +87,10 @@ def _cli(args):
 
 @pytest.fixture(scope="module")
 def full():
-  """The small sweep, unchunked, in memory (one program for all 10 runs)."""
+  """The small sweep, unchunked, in memory (one program for all 10 runs).
+
+  Built once per test session: conftest.py keeps this module's tests on one xdist worker.
+  """
   return sweeps.run(_cfg())
 
 
