@@ -114,3 +114,42 @@ def test_presets_are_public_and_validated():
     P.setup("authors", "linear-mdp")
   with pytest.raises(ValueError, match="experiment must be one of"):
     P.setup("paper", "cartpole")
+
+
+@pytest.mark.parametrize("agent_name", ["dr-lsvi-ucb", "lsvi-ucb"])
+def test_notebook_put_ties_go_to_hold(agent_name):
+  """argmax([Q_hold, payoff]) of the notebook picks hold on an exact tie, exercise just above.
+
+  Hand-built Q-functions (no regression): hold features ``e_0``, weight ``w[h, 0] = q`` and
+  ``beta = 0``, so ``Q_hold = min(q, top) = q`` exactly; the exercise row's payoff coordinate is
+  set to ``q`` (a tie: hold), to the next float above ``q`` (exercise) and below it (hold). Learned histories
+  never produce exact ties, so only this pins the rule.
+  """
+  s = P.setup("notebook", "put-option", episodes=K)
+  env, agent = s.env, s.agents[agent_name]
+  H, d = env.horizon, env.feature_dim
+  EXERCISE, HOLD = 0, 1
+  for q in (0.0, 0.5, 2.0, 3.25):
+    w = np.zeros((H, d))
+    w[:, 0] = q
+    qf = drjax_qfunction(H, d, w)
+    for h in (0, 1, H // 2):  # top = H - h >= 5 > q: no truncation
+      above = np.nextafter(q, np.inf) if q > 0 else 1e-300  # (XLA flushes subnormals to 0)
+      for payoff, want in ((q, HOLD), (above, EXERCISE),
+                           (np.nextafter(q, -np.inf) if q > 0 else None, HOLD)):
+        if payoff is None:
+          continue
+        phi_all = np.zeros((2, d))
+        phi_all[HOLD, 0] = 1.0
+        phi_all[EXERCISE, -1] = payoff
+        qv = np.asarray(agent.q_values(qf, h, jnp.asarray(phi_all), False))
+        assert qv[HOLD] == q and qv[EXERCISE] == payoff, (qv, q, payoff)
+        a = int(agent.act(qf, h, jnp.asarray(phi_all), False))
+        assert a == want, (agent_name, q, payoff, h, a)
+
+
+def drjax_qfunction(H, d, w):
+  from drjax.agents.base import QFunction
+  return QFunction(w=jnp.asarray(w), pinv=jnp.broadcast_to(jnp.eye(d), (H, d, d)),
+                   beta=jnp.asarray(0.0), top=jnp.arange(H, 0, -1).astype(jnp.float64),
+                   nu=jnp.zeros((H, d)), alpha=jnp.zeros((H, d)))
