@@ -128,8 +128,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
       state0 = agent.init_stats(theta, env.num_states, hparams.lam)
     else:
       model = None
-      state0 = base.init_state(theta, H, cfg.feature_dim, cfg.num_actions, K, hparams.lam,
-                               cfg.solver)
+      state0 = agent.init(theta, hparams.lam, capacity=K)
 
     def make_episode(size):
       def episode(agent_state, xs):

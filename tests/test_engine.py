@@ -113,6 +113,45 @@ def test_put_option_segmented_buffer_and_sherman_morrison():
   _assert_same_run(outs["cholesky"], outs["sherman-morrison"], tol=1e-8)
 
 
+@pytest.mark.parametrize("preset", ["paper", "notebook"])
+def test_lsvi_incremental_ellipsoid_norms(preset):
+  """LSVI-UCB with Sherman-Morrison keeps x^T Lambda_{h+1}^-1 x of every stored next state by
+  rank-1 downdates (AgentState.quad): equal to the direct products at the end of a run, the same
+  run as refactorizing Cholesky (which computes the bonus from Lambda^-1 at every plan), and the
+  same norms whether episodes arrive whole (store_episode) or step by step (observe)."""
+  import drjax.paper as P  # pylint: disable=g-import-not-at-top
+  s = P.setup(preset, "put-option", episodes=12)
+  env, params = s.env, s.params
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  known = s.agents["lsvi-ucb"].config.known
+  hp = make_hparams(H, d, rho=0.0, beta=1.0, lam=0.1)
+  key = jax.random.PRNGKey(3)
+  outs = {}
+  for solver in ("cholesky", "sherman-morrison"):
+    agent = lsvi_ucb(H, d, A, 12, solver=solver, known=known)
+    outs[solver] = jax.jit(make_train(env, agent, 12, record_q=True))(key, hp, params)
+  assert outs["cholesky"].state.quad is None
+  _assert_same_run(outs["cholesky"], outs["sherman-morrison"], tol=1e-8)
+  st = outs["sherman-morrison"].state
+  nphi, pinv = np.asarray(st.next_phi), np.asarray(st.pinv)
+  direct = np.zeros(st.quad.shape)
+  for h in range(H - 1):
+    for k in range(12):
+      for a in range(A):
+        direct[h, k, a] = nphi[h, k, a] @ pinv[h + 1] @ nphi[h, k, a]
+  np.testing.assert_allclose(np.asarray(st.quad), direct, atol=1e-9 * max(1.0, direct.max()))
+  agent = lsvi_ucb(H, d, A, 12, solver="sherman-morrison", known=known)
+  by_step = by_episode = agent.init(env.theta(params), hp.lam)
+  for k in range(4):
+    args = [np.asarray(x)[:, k] for x in (st.phi, st.reward, st.next_phi, st.next_fail)]
+    by_episode = agent.store_episode(by_episode, k, *args)
+    for h in range(H):
+      by_step = agent.observe(by_step, h, *(x[h] for x in args))
+    by_step = agent.end_episode(by_step)
+  np.testing.assert_allclose(np.asarray(by_step.quad), np.asarray(by_episode.quad), atol=1e-9)
+  assert (np.asarray(by_step.quad)[:-1, :4] > 0).any()  # filled in (exit states have 0)
+
+
 def test_replan_is_a_pathwise_function_of_lambda():
   """replan recomputes Lambda^-1 from the Gram matrix: Sherman-Morrison state, other lambda."""
   env, params = _env("random")

@@ -68,6 +68,11 @@ class AgentState(NamedTuple):
     next_phi: ``[H, K, A, d]`` features of every action at the next state s_{h+1}.
     next_fail: ``[H, K]`` whether s_{h+1} is the fail state.
     count: ``[]`` int32, number of completed episodes stored.
+    quad: ``[H, K, A]`` ``next_phi[h, k, a]^T Lambda_{h+1}^-1 next_phi[h, k, a]`` (row ``H - 1``:
+      0), the squared ellipsoid norms LSVI-UCB's bonus needs at the atoms' next states, kept up to
+      date by the Sherman-Morrison steps (``O(A d)`` per slot and transition instead of
+      ``O(A d^2)`` per slot and plan); ``None`` unless the agent uses the ellipsoid bonus with the
+      Sherman-Morrison solver (``init(..., quad=True)``).
   """
 
   theta: Array
@@ -79,6 +84,7 @@ class AgentState(NamedTuple):
   next_phi: Array
   next_fail: Array
   count: Array
+  quad: Array | None = None
 
 
 class StatsState(NamedTuple):
@@ -268,8 +274,11 @@ def check_int(name: str, value, minimum: int = 1) -> int:
 
 
 def init_state(theta, horizon, feature_dim, num_actions, capacity, lam=None,
-               solver="cholesky") -> AgentState:
-  """Empty buffer-form state (``lam`` is needed only by the Sherman-Morrison solver)."""
+               solver="cholesky", quad: bool = False) -> AgentState:
+  """Empty buffer-form state (``lam`` is needed only by the Sherman-Morrison solver).
+
+  ``quad``: also keep ``AgentState.quad`` (Sherman-Morrison solver only).
+  """
   dtype = jnp.result_type(float)
   return AgentState(
       **_empty_regression(theta, horizon, feature_dim, lam, solver, dtype),
@@ -277,7 +286,9 @@ def init_state(theta, horizon, feature_dim, num_actions, capacity, lam=None,
       reward=jnp.zeros((horizon, capacity), dtype),
       next_phi=jnp.zeros((horizon, capacity, num_actions, feature_dim), dtype),
       next_fail=jnp.zeros((horizon, capacity), bool),
-      count=jnp.zeros((), jnp.int32))
+      count=jnp.zeros((), jnp.int32),
+      quad=(jnp.zeros((horizon, capacity, num_actions), dtype)
+            if quad and solver == "sherman-morrison" else None))
 
 
 def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
@@ -333,13 +344,45 @@ def observe(state: AgentState, h, phi, reward, next_phi_all, next_fail) -> Agent
   H = state.gram.shape[0]
   onehot = (jnp.arange(H) == h).astype(state.gram.dtype)
   # A rank-1 step at step h only (zero features elsewhere leave gram / phir / pinv unchanged).
-  upd = _rank_one(state, onehot[:, None] * jnp.asarray(phi, state.gram.dtype)[None, :],
-                  onehot * jnp.asarray(reward, state.gram.dtype))
-  return upd._replace(
+  phi_h = onehot[:, None] * jnp.asarray(phi, state.gram.dtype)[None, :]
+  quad = _downdate_quad(state, phi_h)
+  upd = _rank_one(state, phi_h, onehot * jnp.asarray(reward, state.gram.dtype))
+  upd = upd._replace(
       phi=state.phi.at[h, k].set(phi.astype(state.phi.dtype)),
       reward=state.reward.at[h, k].set(jnp.asarray(reward, state.reward.dtype)),
       next_phi=state.next_phi.at[h, k].set(next_phi_all.astype(state.next_phi.dtype)),
       next_fail=state.next_fail.at[h, k].set(next_fail))
+  if quad is not None:
+    q_new = _quad_of_new(upd.pinv, onehot[:, None, None] * jnp.asarray(
+        next_phi_all, state.gram.dtype)[None])  # [H, A], nonzero in row h only
+    quad = quad.at[h, k].set(q_new[h])
+  return upd._replace(quad=quad)
+
+
+def _downdate_quad(state: AgentState, phi):
+  """``state.quad`` after the Sherman-Morrison steps of ``phi [H, d]`` (rows of zeros: none).
+
+  ``Lambda_{h+1}^-1`` loses ``u u^T / den`` (``u = Lambda_{h+1}^-1 phi_{h+1}``), so every slot's
+  ``x^T Lambda_{h+1}^-1 x`` at step h loses ``(x . u)^2 / den``.
+  """
+  if state.quad is None:
+    return None
+  dtype = state.gram.dtype
+  phi = jnp.asarray(phi).astype(dtype)
+  u = jnp.einsum("hde,he->hd", state.pinv, phi)
+  den = 1.0 + jnp.sum(phi * u, axis=-1)
+  # Row h pairs with step h + 1 (row H - 1 with nothing: u = 0); no slice of the buffer, which
+  # XLA would copy.
+  u_next = jnp.concatenate([u[1:], jnp.zeros_like(u[:1])])
+  den_next = jnp.concatenate([den[1:], jnp.ones_like(den[:1])])
+  t = jnp.einsum("hkad,hd->hka", state.next_phi.astype(dtype), u_next)
+  return state.quad - (t * t) / den_next[:, None, None]
+
+
+def _quad_of_new(pinv, next_phi):
+  """``[H, A]`` ``next_phi[h, a]^T Lambda_{h+1}^-1 next_phi[h, a]`` (row ``H - 1``: 0)."""
+  q = jnp.einsum("had,hde,hae->ha", next_phi[:-1], pinv[1:], next_phi[:-1])
+  return jnp.concatenate([q, jnp.zeros_like(q[:1])])
 
 
 def end_episode(state):
@@ -366,10 +409,14 @@ def store_episode(state: AgentState, k, phi, reward, next_phi, next_fail) -> Age
     x = jnp.expand_dims(jnp.asarray(x).astype(buf.dtype), 1)
     return jax.lax.dynamic_update_slice(buf, x, (zero, k) + (zero,) * (buf.ndim - 2))
 
+  quad = _downdate_quad(state, phi)
   state = _rank_one(state, phi, reward)
+  if quad is not None:
+    quad = put(quad, _quad_of_new(state.pinv, jnp.asarray(next_phi).astype(state.pinv.dtype)))
   return state._replace(phi=put(state.phi, phi), reward=put(state.reward, reward),
                         next_phi=put(state.next_phi, next_phi),
-                        next_fail=put(state.next_fail, next_fail), count=state.count + 1)
+                        next_fail=put(state.next_fail, next_fail), count=state.count + 1,
+                        quad=quad)
 
 
 def update_stats(state: StatsState, phi, reward, next_state) -> StatsState:

@@ -64,10 +64,17 @@ def _bonus(pinv, phi, beta, robust_bonus: str | None):
 
 
 def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=True,
-          known: KnownAction | None = None):
+          known: KnownAction | None = None, quad=None):
+  """``quad [..., A]``: precomputed ``phi^T Lambda^-1 phi`` (``AgentState.quad``) for LSVI-UCB's
+  ellipsoid bonus, or ``None`` to compute it from ``pinv``."""
+  if quad is not None and robust_bonus is None:
+    bonus_of = lambda phi, a: beta * jnp.sqrt(jnp.maximum(  # noqa: E731
+        quad if a is None else quad[..., a], 0.0))
+  else:
+    bonus_of = lambda phi, a: _bonus(pinv, phi, beta, robust_bonus)  # noqa: E731
   if known is not None:
     phi_l = phi_all[..., known.learned, :]
-    q_l = phi_l @ w + _bonus(pinv, phi_l, beta, robust_bonus)
+    q_l = phi_l @ w + bonus_of(phi_l, known.learned)
     if clip:
       q_l = jnp.minimum(q_l, top)  # the notebook truncates from above only
     q_k = known.value(phi_all).astype(q_l.dtype)
@@ -81,7 +88,7 @@ def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=Tr
     # The paper's bonus is linear in phi: one contraction with w + beta sqrt(diag Lambda^-1).
     q = phi_all @ (w + beta * base.sqrt_diag(pinv))
   else:
-    q = phi_all @ w + _bonus(pinv, phi_all, beta, robust_bonus)
+    q = phi_all @ w + bonus_of(phi_all, None)
   if clip:
     q = jnp.clip(q, 0.0, top)
   if fail_zero:
@@ -129,20 +136,24 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
   q_at = functools.partial(_q_at, robust_bonus=bonus if robust_agent else None,
                            fail_zero=fail_zero, known=known)
 
-  def init(theta, lam=None) -> AgentState:
-    """Empty buffer-form state (``lam``: needed by the Sherman-Morrison solver only)."""
-    return base.init_state(theta, H, d, A, K, lam, solver)
+  def init(theta, lam=None, capacity: int | None = None) -> AgentState:
+    """Empty buffer-form state (``lam``: needed by the Sherman-Morrison solver only) with
+    ``capacity`` slots (default: the agent's). LSVI-UCB with the Sherman-Morrison solver also
+    keeps the ellipsoid norms of its stored next states (``AgentState.quad``)."""
+    return base.init_state(theta, H, d, A, K if capacity is None else capacity, lam, solver,
+                           quad=not robust_agent)
 
   def init_stats(theta, num_states: int, lam=None) -> StatsState:
     """Empty sufficient-statistics state for a finite environment with ``num_states`` states."""
     return base.init_stats_state(theta, H, d, num_states, lam, solver)
 
   def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
-                  refactor: bool, ops=None) -> QFunction:
+                  refactor: bool, ops=None, quad=None) -> QFunction:
     """Backward induction h = H..1 over atoms (Algorithm 1, lines 3-14).
 
     ``g [H, n, d]`` atom weights, ``nphi [H, n, A, d]`` features of the atoms' next states,
-    ``nfail [H, n]`` their fail flags, ``mask [n]`` or ``None`` (buffer slots in use).
+    ``nfail [H, n]`` their fail flags, ``mask [n]`` or ``None`` (buffer slots in use),
+    ``quad [H, n, A]`` or ``None``: the atoms' next-state ellipsoid norms (``AgentState.quad``).
     """
     chex.assert_shape(hp.rho, (H, d))
     dtype = gram.dtype
@@ -151,7 +162,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     lam = jnp.asarray(hp.lam, dtype)
     if pinv is None or refactor:
       pinv = jax.vmap(robust.spd_inverse)(gram + lam * jnp.eye(d, dtype=dtype)[None])
-      ops = None  # an incrementally kept ridge operator belongs to the training lambda
+      ops = quad = None  # incrementally kept operators / norms belong to the training lambda
     grid = robust.make_grid(H, grid_size, dtype) if alpha != "exact" else None
     rho = hp.rho.astype(dtype)
 
@@ -162,7 +173,8 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       # transpose every seed's buffers to put the step axis first, at every plan.
       top_next = tops[jnp.minimum(h + 1, H - 1)]
       g_h, nphi_h, nfail_h, p_h = g[h], nphi[h], nfail[h], pinv[h]
-      q_next = q_at(w_next, p_next, beta, top_next, nphi_h, nfail_h)  # [n, A]
+      q_next = q_at(w_next, p_next, beta, top_next, nphi_h, nfail_h,
+                    quad=None if quad is None else quad[h])  # [n, A]
       v_next = jnp.max(q_next, axis=-1)
       if mask is not None:
         v_next = jnp.where(mask, v_next, 0.0)
@@ -230,8 +242,10 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     chex.assert_rank(state.phi, 3)
     n = state.phi.shape[1] if size is None else size
     mask = jnp.arange(n) < state.count
+    quad = None if state.quad is None else state.quad[:, :n]
     return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.phi[:, :n],
-                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hp, refactor)
+                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hp, refactor,
+                       quad=quad)
 
   def q_values(qf: QFunction, h, phi_all, fail):
     return q_fn(qf, h, phi_all, fail)
