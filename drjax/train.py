@@ -125,7 +125,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
     theta = env.theta(env_params)
     if stats:
       model = env.model(env_params)
-      state0 = agent.init_stats(theta, env.num_states, hparams.lam)
+      state0 = agent.init_stats(theta, env.num_states, hparams.lam, model=model)
     else:
       model = None
       state0 = agent.init(theta, hparams.lam, capacity=K)
@@ -156,7 +156,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
         _, (phi, r, next_phi, next_fail, a, sidx, s2idx, err) = jax.lax.scan(
             step, carry0, (jnp.arange(H), jax.random.split(k_steps, H)), unroll=H if H <= 4 else 1)
         if stats:
-          agent_state = base.update_stats(agent_state, phi, r, s2idx)
+          agent_state = agent.update(agent_state, phi, r, None, None, s2idx, model=model)
         else:
           # The episode index k is not batched under vmap over seeds: one in-place slice update.
           agent_state = base.store_episode(agent_state, k, phi, r, next_phi, next_fail)

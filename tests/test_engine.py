@@ -256,6 +256,15 @@ def test_stats_sherman_morrison_operator_equals_cholesky(kind):
                              np.linalg.inv(np.asarray(runs[1].state.gram) + 0.4 * np.eye(5))
                              @ np.swapaxes(np.asarray(runs[1].state.G), 1, 2), atol=1e-9)
   _assert_same_run(runs[0], runs[1], tol=1e-8)
+  # LSVI-UCB also keeps every state's ellipsoid norm phi^T Lambda^-1 phi (StatsState.quad).
+  quad = runs[1].state.quad
+  if kind == "dr":
+    assert quad is None
+  else:
+    tab = np.asarray(env.model(params).phi)  # [H, S, A, d]
+    pinv = np.linalg.inv(np.asarray(runs[1].state.gram) + 0.4 * np.eye(5))
+    direct = np.einsum("hsad,hde,hsae->hsa", tab, pinv, tab)
+    np.testing.assert_allclose(np.asarray(quad), direct, atol=1e-9)
 
 
 def test_float32_small_lambda_is_refused_and_the_smallest_allowed_is_nan_free():

@@ -98,6 +98,11 @@ class StatsState(NamedTuple):
     G: ``[H, S, d]`` sum of the features of the stored step-h transitions into each state s'.
     M: ``[H, d, S]`` the ridge operator ``Lambda^-1 G^T``, kept up to date by rank-1 steps
       (``O(d S)`` per transition) with the Sherman-Morrison solver, else ``None``.
+    quad: ``[H, S, A]`` ``phi_h(s, a)^T Lambda_h^-1 phi_h(s, a)``, LSVI-UCB's squared ellipsoid
+      norms at every state (step h's planning reads row h + 1), kept up to date by rank-1
+      downdates (``O(S A d)`` per transition instead of ``O(S A d^2)`` per step and plan) when the
+      agent uses the ellipsoid bonus with the Sherman-Morrison solver and ``init_stats`` got the
+      model's features; else ``None``.
   """
 
   theta: Array
@@ -107,6 +112,7 @@ class StatsState(NamedTuple):
   G: Array
   count: Array
   M: Array | None = None
+  quad: Array | None = None
 
 
 class QFunction(NamedTuple):
@@ -292,15 +298,25 @@ def init_state(theta, horizon, feature_dim, num_actions, capacity, lam=None,
 
 
 def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
-                     solver="cholesky") -> StatsState:
-  """Empty sufficient-statistics state for a finite environment with ``num_states`` states."""
+                     solver="cholesky", phi_table=None) -> StatsState:
+  """Empty sufficient-statistics state for a finite environment with ``num_states`` states.
+
+  ``phi_table [H, S, A, d]`` (the model's features): also keep ``StatsState.quad``
+  (Sherman-Morrison solver only).
+  """
   dtype = jnp.result_type(float)
+  sm = solver == "sherman-morrison"
+  quad = None
+  if phi_table is not None and sm:
+    tab = jnp.asarray(phi_table, dtype)
+    chex.assert_shape(tab, (horizon, num_states, None, feature_dim))
+    quad = jnp.sum(tab * tab, axis=-1) / jnp.asarray(lam, dtype)  # Lambda^-1 = I / lam
   return StatsState(
       **_empty_regression(theta, horizon, feature_dim, lam, solver, dtype),
       G=jnp.zeros((horizon, num_states, feature_dim), dtype),
       count=jnp.zeros((), jnp.int32),
-      M=(jnp.zeros((horizon, feature_dim, num_states), dtype) if solver == "sherman-morrison"
-         else None))
+      M=jnp.zeros((horizon, feature_dim, num_states), dtype) if sm else None,
+      quad=quad)
 
 
 def _empty_regression(theta, horizon, feature_dim, lam, solver, dtype) -> dict:
@@ -371,12 +387,7 @@ def _downdate_quad(state: AgentState, phi):
   phi = jnp.asarray(phi).astype(dtype)
   u = jnp.einsum("hde,he->hd", state.pinv, phi)
   den = 1.0 + jnp.sum(phi * u, axis=-1)
-  # Row h pairs with step h + 1 (row H - 1 with nothing: u = 0); no slice of the buffer, which
-  # XLA would copy.
-  u_next = jnp.concatenate([u[1:], jnp.zeros_like(u[:1])])
-  den_next = jnp.concatenate([den[1:], jnp.ones_like(den[:1])])
-  t = jnp.einsum("hkad,hd->hka", state.next_phi.astype(dtype), u_next)
-  return state.quad - (t * t) / den_next[:, None, None]
+  return state.quad - _quad_downdate(state.next_phi.astype(dtype), u, den)
 
 
 def _quad_of_new(pinv, next_phi):
@@ -419,27 +430,47 @@ def store_episode(state: AgentState, k, phi, reward, next_phi, next_fail) -> Age
                         quad=quad)
 
 
-def update_stats(state: StatsState, phi, reward, next_state) -> StatsState:
+def update_stats(state: StatsState, phi, reward, next_state, phi_table=None) -> StatsState:
   """Adds one episode (``phi [H, d]``, ``reward [H]``, ``next_state [H]`` int) to a ``StatsState``.
 
   ``G[h, s'] += phi_h`` for the state ``s'`` reached at step h (dense one-hot: no scatter).
+  ``phi_table``: the model's ``[H, S, A, d]`` features given to ``init_stats_state``; required
+  when the state keeps ``quad``.
   """
   S = state.G.shape[1]
   dtype = state.G.dtype
   phi = jnp.asarray(phi, dtype)
   onehot = (jnp.arange(S)[None, :] == jnp.asarray(next_state)[:, None]).astype(dtype)
-  M = state.M
-  if M is not None and state.pinv is not None:
-    # P' G'^T with P' = P - u u^T / den (u = P phi, den = 1 + phi^T u) and G' = G + e_s' phi^T:
-    # M' = M - u (G u)^T / den + (u / den) e_s'^T (P' phi = u / den).
+  M, quad = state.M, state.quad
+  if quad is not None and phi_table is None:
+    raise ValueError("phi_table (the model's features) is required to update a StatsState that "
+                     "keeps quad")
+  if state.pinv is not None and (M is not None or quad is not None):
     u = jnp.einsum("hde,he->hd", state.pinv, phi)
     den = 1.0 + jnp.sum(phi * u, axis=-1)
-    gu = jnp.einsum("hsd,hd->hs", state.G, u)
-    ud = u / den[:, None]
-    M = M - ud[:, :, None] * gu[:, None, :] + ud[:, :, None] * onehot[:, None, :]
+    if M is not None:
+      # P' G'^T with P' = P - u u^T / den (u = P phi, den = 1 + phi^T u) and G' = G + e_s' phi^T:
+      # M' = M - u (G u)^T / den + (u / den) e_s'^T (P' phi = u / den).
+      gu = jnp.einsum("hsd,hd->hs", state.G, u)
+      ud = u / den[:, None]
+      M = M - ud[:, :, None] * gu[:, None, :] + ud[:, :, None] * onehot[:, None, :]
+    if quad is not None:
+      t = jnp.einsum("hsad,hd->hsa", jnp.asarray(phi_table, dtype), u)
+      quad = quad - (t * t) / den[:, None, None]
   state = _rank_one(state, phi, reward)
   G = state.G + onehot[:, :, None] * phi[:, None, :]
-  return state._replace(G=G, M=M, count=state.count + 1)
+  return state._replace(G=G, M=M, count=state.count + 1, quad=quad)
+
+
+def _quad_downdate(next_phi, u, den):
+  """``[H, n, A]`` ``(x . u_{h+1})^2 / den_{h+1}`` for the atoms' next features ``x`` at row h:
+  what ``x^T Lambda_{h+1}^-1 x`` loses in the Sherman-Morrison step ``u = Lambda_{h+1}^-1 phi``,
+  ``den = 1 + phi . u`` (row ``H - 1``: 0). The rows are paired by shifting ``u`` (no slice of
+  the atom array, which XLA would copy)."""
+  u_next = jnp.concatenate([u[1:], jnp.zeros_like(u[:1])])
+  den_next = jnp.concatenate([den[1:], jnp.ones_like(den[:1])])
+  t = jnp.einsum("hnad,hd->hna", next_phi, u_next)
+  return (t * t) / den_next[:, None, None]
 
 
 def valid_mask(state: AgentState) -> Array:

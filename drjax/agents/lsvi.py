@@ -143,9 +143,15 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     return base.init_state(theta, H, d, A, K if capacity is None else capacity, lam, solver,
                            quad=not robust_agent)
 
-  def init_stats(theta, num_states: int, lam=None) -> StatsState:
-    """Empty sufficient-statistics state for a finite environment with ``num_states`` states."""
-    return base.init_stats_state(theta, H, d, num_states, lam, solver)
+  def init_stats(theta, num_states: int, lam=None, model=None) -> StatsState:
+    """Empty sufficient-statistics state for a finite environment with ``num_states`` states.
+
+    ``model`` (the environment's ``LinearModel``): LSVI-UCB with the Sherman-Morrison solver then
+    also keeps the ellipsoid norms of every next state (``StatsState.quad``); updates must then
+    pass the model too (``update(..., model=model)``).
+    """
+    tab = model.phi if (model is not None and not robust_agent) else None
+    return base.init_stats_state(theta, H, d, num_states, lam, solver, phi_table=tab)
 
   def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
                   refactor: bool, ops=None, quad=None) -> QFunction:
@@ -238,7 +244,8 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       S = state.G.shape[1]
       nphi, nfail = stats_atoms(model, H, S)
       return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.G, nphi,
-                         jnp.broadcast_to(nfail, (H, S)), None, hp, refactor, ops=state.M)
+                         jnp.broadcast_to(nfail, (H, S)), None, hp, refactor, ops=state.M,
+                         quad=None if state.quad is None else state.quad[_next_rows(H)])
     chex.assert_rank(state.phi, 3)
     n = state.phi.shape[1] if size is None else size
     mask = jnp.arange(n) < state.count
@@ -279,10 +286,12 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       phi = phi[..., known.learned, :] if phi.ndim >= 2 and phi.shape[-2] == A else phi
     return _bonus(qf.pinv[h], phi, qf.beta, bonus if robust_agent else None)
 
-  def update(state, phi, reward, next_phi, next_fail, next_state):
-    """Adds one finished episode (``[H, ...]`` per step) to either form of the state."""
+  def update(state, phi, reward, next_phi, next_fail, next_state, model=None):
+    """Adds one finished episode (``[H, ...]`` per step) to either form of the state
+    (``model``: for a ``StatsState`` made by ``init_stats(..., model=model)``)."""
     if isinstance(state, StatsState):
-      return base.update_stats(state, phi, reward, next_state)
+      return base.update_stats(state, phi, reward, next_state,
+                               phi_table=None if model is None else model.phi)
     return base.store_episode(state, state.count, phi, reward, next_phi, next_fail)
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
@@ -293,15 +302,18 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
                update=update, regression_features=regression_features)
 
 
+def _next_rows(horizon: int) -> np.ndarray:
+  """Row h of the atoms holds step h + 1 (row H - 1 repeats step H - 1; it is never used)."""
+  return np.minimum(np.arange(horizon) + 1, horizon - 1)
+
+
 def stats_atoms(model, horizon: int, num_states: int):
   """Next-state atoms of the sufficient-statistics form from a finite ``LinearModel``.
 
   Returns ``(nphi [H, S, A, d], nfail [S])``: row h holds the features of every state at step
   h + 1 (row H - 1 is unused: ``V_{H+1} = 0``), and whether each state is the fail state.
   """
-  phi = model.phi
-  nxt = jnp.minimum(jnp.arange(horizon) + 1, horizon - 1)
-  nphi = phi[nxt]
+  nphi = model.phi[_next_rows(horizon)]
   nfail = jnp.arange(num_states) == model.fail_state
   return nphi, nfail
 
