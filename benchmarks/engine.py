@@ -40,12 +40,19 @@ WORKLOADS = {
     "linear_1x10000": ("linear", 1, 10000, {}),
     "put_option_1000x100": ("put", 1000, 100, {}),
     "random_d128_100x200": ("random", 100, 200, {"rss": True, "d": 128}),
+    # LSVI-UCB (no NumPy baseline: benchmarks/numpy_ref.py implements DR-LSVI-UCB only); its
+    # ellipsoid bonus is the cost that AgentState.quad / StatsState.quad keep incremental.
+    "lsvi_put_option_1000x100": ("put", 1000, 100, {"agent": "lsvi"}),
+    "lsvi_random_d128_100x200": ("random", 100, 200, {"d": 128, "agent": "lsvi"}),
 }
 # The default run (under 3 minutes on 2 cores) uses these smaller sizes for the slow ones.
 QUICK_SIZES = {"put_option_1000x100": ("put", 100, 100, {}),
                "random_d128_100x200": ("random", 20, 200, {"rss": True, "d": 128})}
 NUMPY_FORMS = {"linear": ("stats", "buffer"), "put": ("buffer",), "random": ("stats",)}
-NUMPY_SKIP = {"linear_10000x100": ("buffer",), "linear_1x10000": ("buffer",)}
+NUMPY_SKIP = {"linear_10000x100": ("buffer",), "linear_1x10000": ("buffer",),
+              "lsvi_put_option_1000x100": ("buffer",),
+              "lsvi_random_d128_100x200": ("stats",)}
+FULL_ONLY = ("lsvi_put_option_1000x100", "lsvi_random_d128_100x200")  # keeps the default < 3 min
 
 
 def _random_env(d: int):
@@ -70,7 +77,8 @@ def drjax_runner(kind: str, seeds: int, episodes: int, extra: dict):
     env, params = _random_env(extra["d"])
     rho = 0.1
   H, d, A = env.horizon, env.feature_dim, env.num_actions
-  agent = drjax.dr_lsvi_ucb(H, d, A, episodes)
+  make = drjax.lsvi_ucb if extra.get("agent") == "lsvi" else drjax.dr_lsvi_ucb
+  agent = make(H, d, A, episodes)
   hp = drjax.make_hparams(H, d, rho=rho, beta=1.0, lam=0.1)
   train = drjax.make_train(env, agent, episodes, outputs=("returns",))
   fn = jax.jit(jax.vmap(train, in_axes=(0, None, None)))
@@ -122,6 +130,8 @@ def engine(quick: bool = False, *, full: bool = False, reps: int = 3, only=None,
   sizes = dict(WORKLOADS)
   if not full:
     sizes.update(QUICK_SIZES)
+    for name in FULL_ONLY:
+      sizes.pop(name)
   if quick:
     sizes = {k: (v[0], min(v[1], 20), min(v[2], 50), v[3]) for k, v in sizes.items()}
     reps = 1
