@@ -192,9 +192,9 @@ def test_lsvi_fail_zero_option_changes_the_backup():
     assert np.abs(other[K - 1]["w"] - ref[K - 1]["w"]).max() > 1e-6
 
 
-@pytest.mark.parametrize("n", [1, 7, 60])
+@pytest.mark.parametrize("n", [1, 7, 60, 300])
 @pytest.mark.parametrize("method", ["exact", "grid", "exact+grid"])
-def test_alpha_max_atoms_equals_brute_force(n, method):
+def test_alpha_max_atoms_equals_brute_force(n, method, monkeypatch):
   rng = np.random.default_rng(n)
   d, H = 3, 4.0
   g = rng.uniform(0, 1, size=(n, d))
@@ -205,17 +205,19 @@ def test_alpha_max_atoms_equals_brute_force(n, method):
   grid = np.linspace(0, H, 9)
   cands = {"exact": [0.0, H] + [min(max(x, 0.0), H) for x in v], "grid": list(grid)}
   cands["exact+grid"] = cands["exact"] + cands["grid"]
-  best = np.full(d, -np.inf)
-  for a in cands[method]:
-    z = pinv @ sum(g[t] * min(v[t], a) for t in range(n))
-    best = np.maximum(best, z - rho * a)
-  for sort in (False, True):
+  a = np.asarray(cands[method])  # every candidate, brute force: z(a) = Lambda^-1 sum g min(v, a)
+  best = (pinv @ g.T @ np.minimum(v[:, None], a[None, :]) - rho[:, None] * a[None, :]).max(1)
+  # The sort-free product, the sort by pairwise ranks and XLA's sort (forced by
+  # RANK_SORT_MAX = 0); n = 300 is above SORT_FREE_MAX_ATOMS, where sort=None sorts.
+  for sort, rank_max in ((False, None), (True, None), (True, 0), (None, None)):
+    monkeypatch.setattr(robust, "RANK_SORT_MAX", 256 if rank_max is None else rank_max)
     nu, alpha = robust.alpha_max_atoms(jnp.asarray(pinv), jnp.asarray(g), jnp.asarray(v),
                                        jnp.asarray(rho), H, method=method,
                                        grid=jnp.asarray(grid), sort=sort)
     np.testing.assert_allclose(np.asarray(nu), best, atol=1e-10)
-    z_at = np.array([(pinv @ sum(g[t] * min(v[t], alpha[i]) for t in range(n)))[i]
-                     - rho[i] * alpha[i] for i in range(d)])
+    alpha = np.asarray(alpha)
+    z_at = np.array([(pinv @ g.T @ np.minimum(v, alpha[i]))[i] - rho[i] * alpha[i]
+                     for i in range(d)])
     np.testing.assert_allclose(z_at, best, atol=1e-10)  # alpha_star attains the maximum
 
 
