@@ -72,7 +72,7 @@ class AgentState(NamedTuple):
       0), the squared ellipsoid norms LSVI-UCB's bonus needs at the atoms' next states, kept up to
       date by the Sherman-Morrison steps (``O(A d)`` per slot and transition instead of
       ``O(A d^2)`` per slot and plan); ``None`` unless the agent uses the ellipsoid bonus with the
-      Sherman-Morrison solver (``init(..., quad=True)``).
+      Sherman-Morrison solver (``init_state(..., quad=True)``, as LSVI-UCB's ``init`` does).
   """
 
   theta: Array

@@ -65,8 +65,8 @@ def _bonus(pinv, phi, beta, robust_bonus: str | None):
 
 def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=True,
           known: KnownAction | None = None, quad=None):
-  """``quad [..., A]``: precomputed ``phi^T Lambda^-1 phi`` (``AgentState.quad``) for LSVI-UCB's
-  ellipsoid bonus, or ``None`` to compute it from ``pinv``."""
+  """``quad [..., A]``: precomputed ``phi^T Lambda^-1 phi`` (``AgentState.quad`` /
+  ``StatsState.quad``) for LSVI-UCB's ellipsoid bonus, or ``None`` to compute it from ``pinv``."""
   if quad is not None and robust_bonus is None:
     bonus_of = lambda phi, a: beta * jnp.sqrt(jnp.maximum(  # noqa: E731
         quad if a is None else quad[..., a], 0.0))
