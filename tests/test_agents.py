@@ -297,3 +297,17 @@ def test_store_episode_equals_observe_per_step():
   for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
   assert int(b.count) == 3 and np.asarray(b.phi)[:, 2].tolist() == phi.tolist()
+
+
+@pytest.mark.parametrize("d", [1, 3, 4, 8, 9])
+def test_ellipsoid_bonus_equals_the_quadratic_form(d):
+  """beta sqrt(phi^T P phi) for a batch of phi [5, 3, d]: unrolled elementwise (d <= 8) or a
+  matrix product (d > 8), against NumPy's x @ P @ x per row (float64)."""
+  from drjax.agents.base import ellipsoid_bonus  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(d)
+  x = rng.normal(size=(3 * d, d))
+  pinv = np.linalg.inv(x.T @ x + 0.5 * np.eye(d))
+  phi = rng.uniform(0, 1, size=(5, 3, d))
+  want = 0.7 * np.sqrt(np.einsum("nad,de,nae->na", phi, pinv, phi))
+  got = np.asarray(ellipsoid_bonus(jnp.asarray(pinv), jnp.asarray(phi), 0.7))
+  np.testing.assert_allclose(got, want, rtol=1e-12)

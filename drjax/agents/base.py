@@ -495,8 +495,23 @@ def diag_bonus(pinv, phi, beta, form: str):
   return beta * jnp.sqrt((phi * phi) @ diag)
 
 
+ELEMENTWISE_QUAD_MAX_D = 8
+
+
 def ellipsoid_bonus(pinv, phi, beta):
-  """LSVI-UCB's bonus ``beta * ||phi||_{Lambda^-1} = beta * sqrt(phi^T Lambda^-1 phi)``."""
+  """LSVI-UCB's bonus ``beta * ||phi||_{Lambda^-1} = beta * sqrt(phi^T Lambda^-1 phi)``.
+
+  For ``d <= ELEMENTWISE_QUAD_MAX_D`` (and one ``[d, d]`` matrix) the quadratic form is unrolled
+  into ``d (d + 1) / 2`` elementwise terms rather than a matrix product: XLA's CPU backend runs
+  many tiny ``[n, d] x [d, d]`` products far below its elementwise speed (LSVI-UCB on the linear
+  MDP, d = 4, 400 seeds x 100 episodes: 0.21 s -> 0.08 s).
+  """
+  d = phi.shape[-1]
+  if d <= ELEMENTWISE_QUAD_MAX_D and jnp.ndim(pinv) == 2:
+    x = [phi[..., i] for i in range(d)]
+    q = sum(pinv[..., i, i] * x[i] * x[i] for i in range(d))
+    q = q + 2.0 * sum(pinv[..., i, j] * x[i] * x[j] for i in range(d) for j in range(i + 1, d))
+    return beta * jnp.sqrt(jnp.maximum(q, 0.0))
   u = phi @ pinv
   return beta * jnp.sqrt(jnp.maximum(jnp.sum(u * phi, axis=-1), 0.0))
 
