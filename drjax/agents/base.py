@@ -338,6 +338,13 @@ def _init_pinv(horizon, feature_dim, lam, solver, dtype):
                           (horizon, feature_dim, feature_dim))
 
 
+def _sherman_morrison(pinv, phi):
+  """``u = Lambda^-1 phi`` and ``den = 1 + phi . u`` per step (``pinv [H, d, d]``, ``phi [H, d]``):
+  ``(Lambda + phi phi^T)^-1 = Lambda^-1 - u u^T / den``."""
+  u = jnp.einsum("hde,he->hd", pinv, phi)
+  return u, 1.0 + jnp.sum(phi * u, axis=-1)
+
+
 def _rank_one(state, phi, reward):
   """Adds one transition per step (``phi [H, d]``, ``reward [H]``) to gram / phir / pinv."""
   dtype = state.gram.dtype
@@ -347,11 +354,16 @@ def _rank_one(state, phi, reward):
   phir = state.phir + phi * reward[:, None]
   pinv = state.pinv
   if pinv is not None:
-    # Sherman-Morrison: (A + x x^T)^-1 = A^-1 - (A^-1 x)(A^-1 x)^T / (1 + x^T A^-1 x).
-    u = jnp.einsum("hde,he->hd", pinv, phi)
-    denom = 1.0 + jnp.sum(phi * u, axis=-1)
-    pinv = pinv - u[:, :, None] * (u / denom[:, None])[:, None, :]
+    u, den = _sherman_morrison(pinv, phi)
+    pinv = pinv - u[:, :, None] * (u / den[:, None])[:, None, :]
   return state._replace(gram=gram, phir=phir, pinv=pinv)
+
+
+def _norm_loss(x, u, den):
+  """``[H, n, A]`` ``(x . u)^2 / den``: what ``x^T Lambda^-1 x`` loses in the Sherman-Morrison step
+  ``(u, den)`` of its row, for features ``x [H, n, A, d]``."""
+  t = jnp.einsum("hnad,hd->hna", x, u)
+  return (t * t) / den[:, None, None]
 
 
 def observe(state: AgentState, h, phi, reward, next_phi_all, next_fail) -> AgentState:
@@ -384,10 +396,12 @@ def _downdate_quad(state: AgentState, phi):
   if state.quad is None:
     return None
   dtype = state.gram.dtype
-  phi = jnp.asarray(phi).astype(dtype)
-  u = jnp.einsum("hde,he->hd", state.pinv, phi)
-  den = 1.0 + jnp.sum(phi * u, axis=-1)
-  return state.quad - _quad_downdate(state.next_phi.astype(dtype), u, den)
+  u, den = _sherman_morrison(state.pinv, jnp.asarray(phi).astype(dtype))
+  # Slot row h holds features of step h + 1: pair it with step h + 1's update (row H - 1 with
+  # none) by shifting u, not by slicing the atom array, which XLA would copy.
+  u_next = jnp.concatenate([u[1:], jnp.zeros_like(u[:1])])
+  den_next = jnp.concatenate([den[1:], jnp.ones_like(den[:1])])
+  return state.quad - _norm_loss(state.next_phi.astype(dtype), u_next, den_next)
 
 
 def _quad_of_new(pinv, next_phi):
@@ -446,8 +460,7 @@ def update_stats(state: StatsState, phi, reward, next_state, phi_table=None) -> 
     raise ValueError("phi_table (the model's features) is required to update a StatsState that "
                      "keeps quad")
   if state.pinv is not None and (M is not None or quad is not None):
-    u = jnp.einsum("hde,he->hd", state.pinv, phi)
-    den = 1.0 + jnp.sum(phi * u, axis=-1)
+    u, den = _sherman_morrison(state.pinv, phi)
     if M is not None:
       # P' G'^T with P' = P - u u^T / den (u = P phi, den = 1 + phi^T u) and G' = G + e_s' phi^T:
       # M' = M - u (G u)^T / den + (u / den) e_s'^T (P' phi = u / den).
@@ -455,22 +468,10 @@ def update_stats(state: StatsState, phi, reward, next_state, phi_table=None) -> 
       ud = u / den[:, None]
       M = M - ud[:, :, None] * gu[:, None, :] + ud[:, :, None] * onehot[:, None, :]
     if quad is not None:
-      t = jnp.einsum("hsad,hd->hsa", jnp.asarray(phi_table, dtype), u)
-      quad = quad - (t * t) / den[:, None, None]
+      quad = quad - _norm_loss(jnp.asarray(phi_table, dtype), u, den)
   state = _rank_one(state, phi, reward)
   G = state.G + onehot[:, :, None] * phi[:, None, :]
   return state._replace(G=G, M=M, count=state.count + 1, quad=quad)
-
-
-def _quad_downdate(next_phi, u, den):
-  """``[H, n, A]`` ``(x . u_{h+1})^2 / den_{h+1}`` for the atoms' next features ``x`` at row h:
-  what ``x^T Lambda_{h+1}^-1 x`` loses in the Sherman-Morrison step ``u = Lambda_{h+1}^-1 phi``,
-  ``den = 1 + phi . u`` (row ``H - 1``: 0). The rows are paired by shifting ``u`` (no slice of
-  the atom array, which XLA would copy)."""
-  u_next = jnp.concatenate([u[1:], jnp.zeros_like(u[:1])])
-  den_next = jnp.concatenate([den[1:], jnp.ones_like(den[:1])])
-  t = jnp.einsum("hnad,hd->hna", next_phi, u_next)
-  return (t * t) / den_next[:, None, None]
 
 
 def valid_mask(state: AgentState) -> Array:
