@@ -577,8 +577,14 @@ def atom_targets(g: Array, v: Array, c: Array) -> Array:
 
 def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: str = "exact",
                     grid: Array | None = None, sort: bool | None = None,
-                    operator: Array | None = None) -> tuple[Array, Array]:
+                    operator: Array | None = None, vmin=None) -> tuple[Array, Array]:
   """Exact ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i alpha`` over regression atoms.
+
+  With ``vmin = m`` (a ``[]`` value, possibly traced) the general TV dual of environments without
+  a fail state (DRPVI, Liu & Xu 2024b, eq. 4.4) is maximized instead:
+  ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i (alpha - min(m, alpha))``, where ``m`` is the
+  minimum of the next-step value over the states; ``m`` is one more kink, so it joins the
+  candidates. ``vmin=None`` is the fail-state form above (``m = 0``), computed exactly as before.
 
   ``z(alpha) = Lambda^-1 sum_n g_n min(v_n, alpha)`` (Section 4.1, eq. closed form, with the
   stored transitions or the per-state sufficient statistics as atoms). ``z`` is piecewise linear
@@ -623,11 +629,11 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
       if grid is None:
         raise ValueError(f"method={method!r} needs a grid (see make_grid)")
       c_parts.append(jnp.clip(jnp.asarray(grid, dtype), 0, horizon))
+    if vmin is not None:
+      c_parts.append(jnp.clip(jnp.asarray(vmin, dtype), 0, horizon)[None])
     c = jnp.concatenate(c_parts) if len(c_parts) > 1 else c_parts[0]
-    vals = operator.astype(dtype) @ jnp.minimum(v[:, None], c[None, :]) - rho[:, None] * c[None, :]
-    nu = jnp.max(vals, axis=1)
-    alpha = jnp.min(jnp.where(vals >= nu[:, None], c[None, :], jnp.inf), axis=1)
-    return nu, alpha
+    return _max_candidates(operator.astype(dtype) @ jnp.minimum(v[:, None], c[None, :]), c, rho,
+                           vmin)
   parts_c, parts_y = [], []
   if method != "grid":
     if sort is None:
@@ -646,9 +652,20 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
     c = jnp.clip(jnp.asarray(grid, dtype), 0, horizon)
     parts_c.append(c)
     parts_y.append(atom_targets(g, v, c))
+  if vmin is not None:
+    c = jnp.clip(jnp.asarray(vmin, dtype), 0, horizon)[None]
+    parts_c.append(c)
+    parts_y.append(atom_targets(g, v, c))
   c = jnp.concatenate(parts_c) if len(parts_c) > 1 else parts_c[0]
   y = jnp.concatenate(parts_y, axis=1) if len(parts_y) > 1 else parts_y[0]
-  vals = pinv.astype(dtype) @ y - rho[:, None] * c[None, :]
+  return _max_candidates(pinv.astype(dtype) @ y, c, rho, vmin)
+
+
+def _max_candidates(z: Array, c: Array, rho: Array, vmin) -> tuple[Array, Array]:
+  """``max_j z[:, j] - rho (c_j - min(m, c_j))`` per row and the smallest maximizing ``c_j``
+  (``m = 0`` when ``vmin`` is None: the fail-state form ``z - rho c`` for ``c >= 0``)."""
+  pen = c if vmin is None else c - jnp.minimum(jnp.asarray(vmin, c.dtype), c)
+  vals = z - rho[:, None] * pen[None, :]
   nu = jnp.max(vals, axis=1)
   alpha = jnp.min(jnp.where(vals >= nu[:, None], c[None, :], jnp.inf), axis=1)
   return nu, alpha

@@ -1,0 +1,581 @@
+"""Offline algorithms of the family: PEVI, DRPVI and VA-DRPVI as compositions of ``pieces``.
+
+An offline agent fits one Q-function to a fixed ``drjax.data.Dataset`` by one backward induction:
+
+  ``qf = agent.fit(dataset, hparams, pilot=None, model=None)``
+
+``fit`` is pure and jit/vmap-able over seeds (datasets with a leading axis), hyperparameter grids
+(a leading axis on ``hparams``) and dataset sizes (``data.with_size``): the structure (H, d, A and
+the options below) is static, every number users sweep is traced. The returned ``QFunction`` is
+acted on exactly like an online agent's (``agent.act``), so evaluation, target values and sweeps
+treat both kinds alike.
+
+Algorithms (0-indexed steps h, ``top_h = H - h`` is the papers' ``H - h + 1``):
+
+* ``pevi`` -- PEVI (Jin, Yang & Wang 2021): ``w_h = Lambda_h^-1 sum phi (r + V_{h+1})``,
+  ``Q_h = clip(phi^T w_h - beta ||phi||_{Lambda_h^-1}, 0, top_h)``.
+* ``drpvi`` -- DRPVI (Liu & Xu 2024b, Alg. 1): ``nu_{h,i} = max_{alpha in [0,H]} z_i(alpha) -
+  rho_{h,i} (alpha - min_{s'} [V_{h+1}(s')]_alpha)`` (eq. 4.4) maximized exactly over the kinks,
+  ``Q_h = clip(phi^T (theta_h + nu_h) - beta sum_i phi_i sqrt([Lambda_h^-1]_ii), 0, top_h)``.
+* ``va_drpvi`` -- VA-DRPVI (Alg. 3 by default: one variance estimate per step from an independent
+  pilot dataset D', ``sigma^2 = max(1, [phi^T z2]_{[0,H^2]} - [phi^T z1]_{[0,H]}^2 - shift)``,
+  weights ``1 / sigma^2`` in the Gram matrix and the regression; Alg. 2, variance per alpha, as
+  ``variance="alg2"``).
+
+Options (static) common to the robust algorithms: ``penalty`` (``"paper"`` d-rectangular or the
+public code's ``"notebook"`` form), ``truncation`` (``"paper"`` ``[0, top]`` or ``"upper"``, the
+public code's ``min(., top)``), ``vmin`` (how ``m = min_{s'} V_{h+1}(s')`` of the general dual is
+obtained: ``"auto"`` -- exact over a finite model's states when ``fit`` gets ``model``, else the
+data minimum; ``"exact"``, ``"data"``, or ``"zero"``, the fail-state form of DR-LSVI-UCB),
+``fail_zero`` (Q = 0 at the fail state) and ``tie_break``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from drjax import data as data_lib
+from drjax import robust
+from drjax.agents import base, pieces
+from drjax.agents.base import QFunction
+
+Array = jax.Array
+
+VMIN_MODES = ("auto", "exact", "data", "zero")
+VARIANCES = ("alg3", "alg2")
+PENALTIES = ("paper", "notebook")
+FORMS = ("auto", "buffer", "stats")
+
+
+class PEVIHParams(NamedTuple):
+  """PEVI's traced hyperparameters: ``beta [...]`` penalty multiplier >= 0, ``lam [...]`` ridge
+  > 0."""
+
+  beta: Array
+  lam: Array
+
+
+class DRPVIHParams(NamedTuple):
+  """DRPVI's traced hyperparameters: ``rho [..., H, d]`` in [0, 1], ``beta``, ``lam``."""
+
+  rho: Array
+  beta: Array
+  lam: Array
+
+
+class VADRPVIHParams(NamedTuple):
+  """VA-DRPVI's traced hyperparameters: as DRPVI's plus ``var_shift [...]`` >= 0, the
+  pessimistic shift subtracted from the variance estimate (eq. 5.3's ``O~(d H^3 / sqrt(K
+  kappa))`` term; 0 in the authors' code)."""
+
+  rho: Array
+  beta: Array
+  lam: Array
+  var_shift: Array
+
+
+class OfflineConfig(NamedTuple):
+  """Static structure of an offline agent (hashable)."""
+
+  horizon: int
+  feature_dim: int
+  num_actions: int
+  penalty: str
+  truncation: str
+  vmin: str
+  fail_zero: bool
+  tie_break: str
+  variance: str = "alg3"
+  grid_size: int = 0
+
+
+class OfflineAgent(NamedTuple):
+  """An offline agent as pure functions.
+
+  Attributes:
+    name: display name (``"DRPVI"``).
+    config: ``OfflineConfig``.
+    hparams_type: the agent's hyperparameter ``NamedTuple`` class.
+    fit: ``fit(dataset, hparams, *, pilot=None, model=None, form="auto") -> QFunction``.
+    q_values: ``q_values(qf, h, phi_all, fail) -> [A]`` (pessimistic, truncated).
+    act: ``act(qf, h, phi_all, fail) -> int32`` greedy action.
+    width: ``width(qf, h, phi) -> []`` the penalty's width without beta (the uncertainty
+      function's summand ``sum_i phi_i sqrt([Lambda^-1]_ii)`` for the d-rectangular form).
+    needs_pilot: whether ``fit`` needs an independent ``pilot`` dataset (VA-DRPVI).
+  """
+
+  name: str
+  config: OfflineConfig
+  hparams_type: type
+  fit: Callable
+  q_values: Callable
+  act: Callable
+  width: Callable
+  needs_pilot: bool = False
+
+
+class _Atoms(NamedTuple):
+  """Step-major regression atoms of one dataset: what every backward induction consumes."""
+
+  g: Array          # [H, n, d] weighted atom features (w_tau phi_tau, or per-state sums)
+  nphi: Array       # [H, n, A, d] features of every action at the atoms' next states
+  nfail: Array      # [H, n] fail flags of the atoms' next states
+  mask: Array       # [H, n] atoms in use
+  gram: Array       # [H, d, d] sum w phi phi^T (no ridge)
+  reward_sum: Array  # [H, d] sum w phi r
+  all_phi: Array | None   # [H, S, A, d] every state's features at step h + 1 (exact vmin)
+  all_fail: Array | None  # [S]
+
+
+def _next_rows(H: int) -> np.ndarray:
+  return np.minimum(np.arange(H) + 1, H - 1)
+
+
+def atoms(ds: data_lib.Dataset, weights: Array | None = None, model=None,
+          form: str = "buffer") -> _Atoms:
+  """Regression atoms of a dataset (``weights [H, N]`` multiply each sample; ``None``: 1).
+
+  ``form="buffer"``: one atom per transition. ``form="stats"`` (finite ``model``): one atom per
+  next state, ``g[h, s'] = sum_{tau: s'_tau = s'} w_tau phi_tau``, with every state's features
+  from the model, so the cost no longer grows with N after aggregation.
+  """
+  dtype = ds.phi.dtype
+  H = ds.phi.shape[0]
+  wv = ds.valid.astype(dtype)[None, :]
+  if weights is not None:
+    wv = wv * weights.astype(dtype)
+  gw = ds.phi * wv[..., None]  # [H, N, d]
+  gram = jnp.einsum("hnd,hne->hde", gw, ds.phi)
+  reward_sum = jnp.einsum("hnd,hn->hd", gw, ds.reward)
+  all_phi = all_fail = None
+  if model is not None:
+    S = model.phi.shape[1]
+    all_phi = model.phi[_next_rows(H)].astype(dtype)
+    all_fail = jnp.arange(S) == model.fail_state
+  if form == "stats":
+    S = model.phi.shape[1]
+    onehot = (ds.next_state[..., None] == jnp.arange(S)).astype(dtype)  # [H, N, S]
+    g = jnp.einsum("hns,hnd->hsd", onehot, gw)
+    count = jnp.einsum("hns,n->hs", onehot, ds.valid.astype(dtype))
+    return _Atoms(g, all_phi, jnp.broadcast_to(all_fail, (H, S)), count > 0, gram, reward_sum,
+                  all_phi, all_fail)
+  mask = jnp.broadcast_to(ds.valid, ds.phi.shape[:2])
+  return _Atoms(gw, ds.next_phi, ds.next_fail, mask, gram, reward_sum, all_phi, all_fail)
+
+
+def _resolve_form(form: str, model, ds) -> str:
+  if form not in FORMS:
+    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+  if form == "stats" and model is None:
+    raise ValueError("form='stats' (sufficient statistics) needs model= (the environment's "
+                     "LinearModel at the data's params)")
+  if form == "auto":
+    return "stats" if model is not None else "buffer"
+  return form
+
+
+# ---------------------------------------------------------------------------------------------
+# Hyperparameters (host side).
+
+
+def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
+  """Field-by-field checks naming the field (leading batch axes allowed)."""
+  batch = []
+  for field, x in hp._asdict().items():
+    if isinstance(x, jax.core.Tracer):
+      return
+    a = np.asarray(x, dtype=np.float64)
+    if field == "rho":
+      if a.ndim < 2 or a.shape[-2:] != (horizon, feature_dim):
+        raise ValueError(f"{name} hparams.rho must have shape (..., H, d) = (..., {horizon}, "
+                         f"{feature_dim}), got {a.shape}")
+      if not np.all(np.isfinite(a)) or a.min() < 0 or a.max() > 1:
+        raise ValueError(f"{name} hparams.rho must lie in [0, 1], got values in "
+                         f"[{np.nanmin(a)}, {np.nanmax(a)}]")
+      batch.append(a.shape[:-2])
+      continue
+    lo_open = field == "lam"
+    if not np.all(np.isfinite(a)) or (np.any(a <= 0) if lo_open else np.any(a < 0)):
+      rng = "> 0" if lo_open else ">= 0"
+      raise ValueError(f"{name} hparams.{field} must be {rng}, got {a.min()}")
+    if field == "lam" and not jax.config.jax_enable_x64 and np.any(a < base.MIN_LAM_FLOAT32):
+      raise ValueError(f"{name} hparams.lam must be >= {base.MIN_LAM_FLOAT32} in float32, got "
+                       f"{a.min()} (the ridge system is singular in float32 below it)")
+    batch.append(a.shape)
+  try:
+    np.broadcast_shapes(*batch)
+  except ValueError:
+    raise ValueError(f"{name} hparams: batch shapes {batch} of the fields must broadcast") \
+        from None
+
+
+def check_hparams(agent: OfflineAgent, hparams) -> None:
+  """``TypeError`` for hyperparameters of another agent, ``ValueError`` naming a bad field."""
+  cls = agent.hparams_type
+  if not isinstance(hparams, cls):
+    fields = ", ".join(cls._fields)
+    raise TypeError(f"{agent.name} takes {cls.__name__}({fields}) (agent.make_hparams / "
+                    f"drjax.agents.make_hparams), got {type(hparams).__name__}")
+  _validate_fields(hparams, agent.config.horizon, agent.config.feature_dim, agent.name)
+
+
+EXPERIMENT_DEFAULTS = {"beta": 1.0, "lam": 0.1, "rho": 0.0, "var_shift": 0.0}
+
+
+def theory_hparams(agent: OfflineAgent, num_trajectories: int, delta: float = 0.1) -> dict:
+  """The papers' theoretical constants for ``agent`` (a dict for ``make_hparams``).
+
+  * PEVI (Jin et al. 2021, Thm. 4.4): ``lambda = 1``, ``beta = d H sqrt(log(2 d H K / delta))``
+    (the theorem's absolute constant c taken as 1);
+  * DRPVI (Liu & Xu 2024b, proof of Thm. 4.4): ``lambda = 1``,
+    ``beta = 4 sqrt(d) H sqrt(iota)``, ``iota = log(2 d H^2 K / delta)``;
+  * VA-DRPVI (Thm. 5.2): ``lambda = 1 / H^2``, ``beta = sqrt(d)`` (``O~(sqrt d)``; the log factor
+    is left out).
+  """
+  H, d = agent.config.horizon, agent.config.feature_dim
+  K = base.check_int("num_trajectories", num_trajectories)
+  if not 0 < delta < 1:
+    raise ValueError(f"delta must lie in (0, 1), got {delta}")
+  if agent.hparams_type is PEVIHParams:
+    return {"beta": d * H * math.sqrt(math.log(2 * d * H * K / delta)), "lam": 1.0}
+  if agent.hparams_type is DRPVIHParams:
+    return {"beta": 4 * math.sqrt(d) * H * math.sqrt(math.log(2 * d * H * H * K / delta)),
+            "lam": 1.0}
+  return {"beta": math.sqrt(d), "lam": 1.0 / H**2}
+
+
+def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
+  """Validated hyperparameters of ``agent`` (defaults: the experiments' ``beta = 1``,
+  ``lam = 0.1``, ``rho = 0``, ``var_shift = 0``; ``theory_hparams`` gives the papers' constants).
+
+  ``rho`` may be a scalar (every (h, i)) or an ``[..., H, d]`` array; leading batch axes of any
+  field broadcast (``jax.vmap`` over them: one compilation serves the grid). A name the agent does
+  not have (e.g. ``rho`` for PEVI) is a ``ValueError`` listing its hyperparameters.
+  """
+  cls = agent.hparams_type
+  unknown = sorted(set(values) - set(cls._fields))
+  if unknown:
+    raise ValueError(f"{agent.name} has no hyperparameter {', '.join(map(repr, unknown))} (its "
+                     f"hyperparameters: {', '.join(cls._fields)})")
+  H, d = agent.config.horizon, agent.config.feature_dim
+  out = {}
+  for f in cls._fields:
+    x = np.asarray(values.get(f, EXPERIMENT_DEFAULTS[f]), np.float64)
+    if f == "rho" and x.ndim == 0:
+      x = np.full((H, d), float(x))
+    out[f] = x
+  hp = cls(**out)
+  _validate_fields(hp, H, d, agent.name)
+  dtype = dtype or jnp.result_type(float)
+  return cls(*(jnp.asarray(x, dtype) for x in hp))
+
+
+# ---------------------------------------------------------------------------------------------
+# Algorithms.
+
+
+def _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin, fail_zero,
+                   tie_break, allowed_penalties=PENALTIES):
+  H = base.check_int("horizon H", horizon)
+  d = base.check_int("feature_dim d", feature_dim)
+  A = base.check_int("num_actions A", num_actions)
+  if penalty not in allowed_penalties:
+    raise ValueError(f"penalty must be one of {allowed_penalties}, got {penalty!r}")
+  if truncation not in pieces.TRUNCATIONS:
+    raise ValueError(f"truncation must be one of {pieces.TRUNCATIONS}, got {truncation!r}")
+  if vmin not in VMIN_MODES:
+    raise ValueError(f"vmin must be one of {VMIN_MODES}, got {vmin!r}")
+  if not isinstance(fail_zero, (bool, np.bool_)):
+    raise TypeError(f"fail_zero must be a bool, got {fail_zero!r}")
+  if tie_break not in base.TIE_BREAKS:
+    raise ValueError(f"tie_break must be one of {base.TIE_BREAKS}, got {tie_break!r}")
+  return H, d, A
+
+
+def pevi(horizon: int, feature_dim: int, num_actions: int, *, truncation: str = "paper",
+         fail_zero: bool = True, tie_break: str = "optimistic") -> OfflineAgent:
+  """PEVI (Jin, Yang & Wang 2021): pessimistic least-squares value iteration.
+
+  ``w_h = Lambda_h^-1 sum_tau phi_tau (r_tau + V_{h+1}(s'_tau))`` (observed rewards regressed),
+  ``Q_h = clip(phi^T w_h - beta sqrt(phi^T Lambda_h^-1 phi), 0, H - h + 1)``, greedy policy.
+
+  Args:
+    horizon, feature_dim, num_actions: H, d, A.
+    truncation: ``"paper"`` clips to ``[0, H - h + 1]``; ``"upper"`` only from above (public code).
+    fail_zero: Q = 0 at the fail state (as the family's code and drjax's LSVI-UCB; ``False``:
+      PEVI knows nothing of fail states).
+    tie_break: among actions tied after truncation, ``"optimistic"`` takes the largest
+      untruncated value, ``"first"`` the lowest index.
+  """
+  H, d, A = _check_options(horizon, feature_dim, num_actions, "paper", truncation, "zero",
+                           fail_zero, tie_break)
+  cfg = OfflineConfig(H, d, A, "ellipsoid", truncation, "zero", bool(fail_zero), tie_break)
+  return _build("PEVI", "pevi", cfg)
+
+
+def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
+          truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
+          tie_break: str = "optimistic") -> OfflineAgent:
+  """DRPVI (Liu & Xu, NeurIPS 2024, Algorithm 1) with heterogeneous rho ``[H, d]``, known theta.
+
+  ``nu_{h,i} = max_{alpha in [0, H]} { z_{h,i}(alpha) - rho_{h,i} (alpha - min_{s'}
+  [V_{h+1}(s')]_alpha) }`` with ``z_h(alpha) = Lambda_h^-1 sum_tau phi_tau [V_{h+1}(s'_tau)]_alpha``
+  (eqs. 4.2, 4.4), maximized exactly: the objective is piecewise linear in alpha with kinks at
+  the targets, at ``m = min_{s'} V_{h+1}(s')`` and at 0, H. Penalty ``beta sum_i phi_i
+  sqrt([Lambda_h^-1]_ii)``; ``Q_h = clip(phi^T (theta_h + nu_h) - penalty, 0, H - h + 1)``.
+
+  Args:
+    penalty: ``"paper"`` or ``"notebook"`` (``beta sqrt(sum_i phi_i^2 [Lambda^-1]_ii)``).
+    truncation: ``"paper"`` or ``"upper"`` (public code: never floored at 0).
+    vmin: ``m``: ``"auto"`` (exact over the model's states when ``fit`` gets ``model``, else the
+      minimum over the data's next states), ``"exact"`` (needs ``model``), ``"data"``, or
+      ``"zero"`` (the fail-state form ``max_alpha z_i(alpha) - rho alpha``).
+    fail_zero, tie_break: as for ``pevi``.
+  """
+  H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
+                           fail_zero, tie_break)
+  cfg = OfflineConfig(H, d, A, penalty, truncation, vmin, bool(fail_zero), tie_break)
+  return _build("DRPVI", "drpvi", cfg)
+
+
+def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
+             truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
+             tie_break: str = "optimistic", variance: str = "alg3",
+             grid_size: int = 0) -> OfflineAgent:
+  """VA-DRPVI (Liu & Xu, NeurIPS 2024): variance-weighted DRPVI with a pilot dataset D'.
+
+  1. DRPVI on the pilot D' gives ``V'_{h+1}``.
+  2. ``variance="alg3"`` (Appendix B, the default): ``z1, z2`` ridge regressions (on D') of
+     ``V'_{h+1}`` and ``V'^2_{h+1}``; ``sigma_h^2(phi) = max{1, clip(phi^T z2, 0, H^2) -
+     clip(phi^T z1, 0, H)^2 - var_shift}``, once per step.
+  3. On D: ``Sigma_h = sum_tau phi phi^T / sigma^2 + lambda I``, ``z_h(alpha) = Sigma_h^-1
+     sum_tau phi [V_{h+1}]_alpha / sigma^2``, nu by the exact TV dual as DRPVI, penalty
+     ``beta sum_i phi_i sqrt([Sigma_h^-1]_ii)``.
+
+  ``variance="alg2"`` (Algorithm 2): the variance, ``Sigma_h(alpha)`` and ``z_h(alpha)`` depend
+  on alpha (targets ``[V']_alpha``); the objective is then not piecewise linear, so nu is the
+  maximum over a finite candidate set -- the targets of D and D', m, 0, H and ``grid_size``
+  uniform points -- not an exact maximum; the penalty uses ``Sigma_h(alpha_i)^-1`` per
+  coordinate. Buffer form only; ``O(n d^3)`` per step.
+
+  Args: as ``drpvi``, plus ``variance`` and ``grid_size`` (Alg. 2's extra grid, static).
+  """
+  H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
+                           fail_zero, tie_break)
+  if variance not in VARIANCES:
+    raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+  if grid_size and variance != "alg2":
+    raise ValueError("grid_size applies to variance='alg2' only")
+  grid_size = base.check_int("grid_size", grid_size, 0)
+  cfg = OfflineConfig(H, d, A, penalty, truncation, vmin, bool(fail_zero), tie_break, variance,
+                      grid_size)
+  return _build("VA-DRPVI", "va-drpvi", cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
+  H, d, A = cfg.horizon, cfg.feature_dim, cfg.num_actions
+  hp_type = {"pevi": PEVIHParams, "drpvi": DRPVIHParams, "va-drpvi": VADRPVIHParams}[algo]
+  q_at = functools.partial(pieces.linear_q, sign=-1.0, width_form=cfg.penalty,
+                           truncation=cfg.truncation, fail_zero=cfg.fail_zero)
+
+  def q_values(qf: QFunction, h, phi_all, fail, clip: bool = True):
+    q = q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail)
+    if clip:
+      return q
+    return q_at(qf.w[h], qf.pinv[h], qf.beta, jnp.inf, phi_all, fail, truncation="upper")
+
+  def act(qf: QFunction, h, phi_all, fail):
+    """Greedy action; ties after truncation go to the largest untruncated value
+    (``tie_break="optimistic"``) or the lowest index (``"first"``)."""
+    q = q_values(qf, h, phi_all, fail, clip=cfg.tie_break == "first")
+    return jnp.argmax(q).astype(jnp.int32)
+
+  def width_fn(qf: QFunction, h, phi):
+    return pieces.width(qf.pinv[h], phi, cfg.penalty)
+
+  def vmin_of(mode, v, mask, at, h, q_next):
+    """``m = min_{s'} V_{h+1}(s')`` of the general dual (None: fail-state form)."""
+    if mode == "zero":
+      return None
+    if mode == "data":
+      return pieces.data_min(v, mask)
+    if at.all_phi is None:
+      raise ValueError("vmin='exact' needs fit(..., model=...) (a finite environment's model)")
+    return jnp.min(jnp.max(q_next(at.all_phi[h], at.all_fail), axis=-1))
+
+  def pass_(at: _Atoms, theta, hp, robust_agent: bool, vmin_mode: str):
+    """One backward induction over atoms; returns the QFunction and per-step regressions
+    ``sum g v`` and ``sum g v^2`` (for a variance estimate) and the targets ``v [H, n]``."""
+    dtype = at.gram.dtype
+    beta = jnp.asarray(hp.beta, dtype)
+    lam = jnp.asarray(hp.lam, dtype)
+    pinv = jax.vmap(lambda g: pieces.ridge_inverse(g, lam))(at.gram)
+    tops = (H - jnp.arange(H)).astype(dtype)
+    zero = jnp.zeros((d,), dtype)
+    n = at.g.shape[1]
+
+    def step(nxt, h):
+      w_next = nxt[0]
+      q_next = lambda phi, fail: q_at(w_next, pinv[h + 1], beta, tops[h + 1], phi, fail)  # noqa
+      v = pieces.next_values(q_next, at.nphi[h], at.nfail[h], at.mask[h])
+      if robust_agent:
+        m = vmin_of(vmin_mode, v, at.mask[h], at, h, q_next)
+        nu, alpha = pieces.tv_oracle(pinv[h], at.g[h], v, hp.rho[h].astype(dtype), H, vmin=m)
+        w = theta[h] + nu
+      else:
+        w = pieces.ridge_oracle(pinv[h], at.g[h], v, at.reward_sum[h])
+        nu = alpha = zero
+      return w, nu, alpha, v, at.g[h].T @ v, at.g[h].T @ (v * v)
+
+    w_last = theta[H - 1] if robust_agent else pinv[H - 1] @ at.reward_sum[H - 1]
+    last = (w_last, zero, zero, jnp.zeros((n,), dtype), zero, zero)
+    w, nu, alpha, v, y1, y2 = pieces.backward(H, step, last)
+    qf = QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=alpha)
+    return qf, v, y1, y2
+
+  def variance_weights(ds, pilot_at, pilot_pinv, y1, y2, shift):
+    """``[H, N]`` ``1 / sigma_h^2(phi_tau)`` from the pilot's regressions (Alg. 3)."""
+    z1 = jnp.einsum("hde,he->hd", pilot_pinv, y1)
+    z2 = jnp.einsum("hde,he->hd", pilot_pinv, y2)
+    m1 = jnp.clip(jnp.einsum("hnd,hd->hn", ds.phi, z1), 0.0, H)
+    m2 = jnp.clip(jnp.einsum("hnd,hd->hn", ds.phi, z2), 0.0, H * H)
+    return 1.0 / jnp.maximum(1.0, m2 - m1 * m1 - shift)
+
+  def fit(ds: data_lib.Dataset, hparams, *, pilot=None, model=None, form: str = "auto"):
+    """Fits the Q-function to ``ds`` by one backward induction (see the module docstring).
+
+    Args:
+      ds: a ``drjax.data.Dataset`` (no batch axis; ``vmap`` for several).
+      hparams: the agent's hyperparameters (``make_hparams``).
+      pilot: VA-DRPVI's independent pilot dataset D' (required there, ignored elsewhere).
+      model: the environment's ``LinearModel`` at the data's params: enables the
+        sufficient-statistics form and the exact ``m = min_{s'} V(s')``.
+      form: ``"auto"`` (sufficient statistics when ``model`` is given), ``"buffer"``, ``"stats"``.
+
+    Returns:
+      the ``QFunction`` (``w = theta + nu`` for the robust algorithms, the ridge solution for
+      PEVI; ``pinv`` the (weighted) ``Lambda_h^-1``).
+    """
+    if form == "auto" and agent.needs_pilot and cfg.variance == "alg2":
+      form = "buffer"
+    form = _resolve_form(form, model, ds)
+    concrete = not any(isinstance(x, jax.core.Tracer)
+                       for x in jax.tree_util.tree_leaves((ds, hparams, pilot, model)))
+    if concrete:
+      _check_fit_args(agent, ds, hparams, pilot, model, form)
+    return _fit_jit(ds, hparams, pilot, model, form)
+
+  def fit_core(ds, hparams, pilot, model, form):
+    dtype = ds.phi.dtype
+    theta = ds.theta.astype(dtype)
+    vmin_mode = cfg.vmin
+    if vmin_mode == "auto":
+      vmin_mode = "exact" if model is not None else "data"
+    if algo == "pevi":
+      return pass_(atoms(ds, None, model, form), theta, hparams, False, "zero")[0]
+    if algo == "drpvi":
+      return pass_(atoms(ds, None, model, form), theta, hparams, True, vmin_mode)[0]
+    # VA-DRPVI: DRPVI on the pilot, then the weighted pass on ds.
+    p_at = atoms(pilot, None, model, form)
+    p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
+    p_qf, p_v, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, True, vmin_mode)
+    if cfg.variance == "alg3":
+      wts = variance_weights(ds, p_at, p_qf.pinv, y1, y2, jnp.asarray(hparams.var_shift, dtype))
+      return pass_(atoms(ds, wts, model, form), theta, hparams, True, vmin_mode)[0]
+    return _alg2(ds, pilot, p_at, p_qf, p_v, theta, hparams, vmin_mode, model)
+
+  def _alg2(ds, pilot, p_at, p_qf, p_v, theta, hp, vmin_mode, model):
+    """Algorithm 2: variance, Gram and regression per candidate alpha (buffer form)."""
+    dtype = ds.phi.dtype
+    beta = jnp.asarray(hp.beta, dtype)
+    lam = jnp.asarray(hp.lam, dtype)
+    shift = jnp.asarray(hp.var_shift, dtype)
+    at = atoms(ds, None, model, "buffer")
+    valid = ds.valid.astype(dtype)
+    tops = (H - jnp.arange(H)).astype(dtype)
+    zero = jnp.zeros((d,), dtype)
+    eye = jnp.eye(d, dtype=dtype)
+    grid = (robust.make_grid(H, cfg.grid_size, dtype) if cfg.grid_size
+            else jnp.zeros((0,), dtype))
+
+    def step(nxt, h):
+      w_next, pinv_next = nxt[0], nxt[1]
+      q_next = lambda phi, fail: q_at(w_next, pinv_next, beta, tops[h + 1], phi, fail)  # noqa
+      v = pieces.next_values(q_next, at.nphi[h], at.nfail[h], at.mask[h])
+      m = vmin_of(vmin_mode, v, at.mask[h], at, h, q_next)
+      return solve(h, v, m)
+
+    def solve(h, v, m):
+      c = jnp.concatenate([jnp.zeros((1,), dtype), jnp.full((1,), H, dtype), jnp.clip(v, 0, H),
+                           jnp.clip(p_v[h], 0, H), jnp.clip(grid, 0, H)]
+                          + ([] if m is None else [jnp.clip(m, 0, H)[None]]))
+      t1 = jnp.minimum(p_v[h][:, None], c[None, :])  # [n', C]
+      z1 = p_qf.pinv[h] @ (p_at.g[h].T @ t1)  # [d, C]
+      z2 = p_qf.pinv[h] @ (p_at.g[h].T @ (t1 * t1))
+      m1 = jnp.clip(ds.phi[h] @ z1, 0.0, H)  # [n, C]
+      m2 = jnp.clip(ds.phi[h] @ z2, 0.0, H * H)
+      wts = valid[:, None] / jnp.maximum(1.0, m2 - m1 * m1 - shift)
+      sig = jnp.einsum("nc,nd,ne->cde", wts, ds.phi[h], ds.phi[h]) + lam * eye
+      sinv = jax.vmap(robust.spd_inverse)(sig)  # [C, d, d]
+      b = jnp.einsum("nc,nd,nc->cd", wts, ds.phi[h], jnp.minimum(v[:, None], c[None, :]))
+      z = jnp.einsum("cde,ce->dc", sinv, b)  # [d, C]
+      pen = c if m is None else c - jnp.minimum(m, c)
+      vals = z - hp.rho[h].astype(dtype)[:, None] * pen[None, :]
+      nu = jnp.max(vals, axis=1)
+      j = jnp.argmin(jnp.where(vals >= nu[:, None], c[None, :], jnp.inf), axis=1)  # [d]
+      diag = jnp.diagonal(sinv, axis1=-2, axis2=-1)  # [C, d]
+      pinv_h = jnp.diag(diag[j, jnp.arange(d)])
+      return theta[h] + nu, pinv_h, nu, c[j]
+
+    n = ds.phi.shape[1]
+    v_end = jnp.zeros((n,), dtype)  # V_{H+1} = 0
+    last = solve(H - 1, v_end, None if vmin_mode == "zero" else jnp.zeros((), dtype))
+    w, pinv, nu, alpha = pieces.backward(H, step, last)
+    return QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=alpha)
+
+  _fit_jit = jax.jit(fit_core, static_argnums=(4,))
+  agent = OfflineAgent(name=name, config=cfg, hparams_type=hp_type, fit=fit,
+                       q_values=q_values, act=act, width=width_fn,
+                       needs_pilot=algo == "va-drpvi")
+  return agent
+
+
+def _check_fit_args(agent: OfflineAgent, ds, hparams, pilot, model, form) -> None:
+  """Host-side checks before anything is traced (``TypeError``/``ValueError`` naming the
+  argument)."""
+  cfg = agent.config
+  dims = (cfg.horizon, cfg.feature_dim, cfg.num_actions)
+  data_lib.check_dataset(ds, *dims, name="dataset")
+  check_hparams(agent, hparams)
+  if np.ndim(getattr(hparams, "beta")) != 0:
+    raise ValueError(f"{agent.name}.fit takes one hyperparameter setting (scalar beta); vmap "
+                     f"fit over a batch (got beta of shape {np.shape(hparams.beta)})")
+  if agent.needs_pilot:
+    if pilot is None:
+      raise ValueError(f"{agent.name} needs an independent pilot dataset: fit(dataset, hparams, "
+                       "pilot=...) (a second drjax.data.collect, or drjax.data.split)")
+    data_lib.check_dataset(pilot, *dims, name="pilot")
+    if not np.allclose(np.asarray(pilot.theta), np.asarray(ds.theta)):
+      raise ValueError("pilot: its reward parameters theta differ from the dataset's (a pilot "
+                       "dataset of a different environment or params)")
+  if cfg.vmin == "exact" and model is None:
+    raise ValueError(f"{agent.name} with vmin='exact' needs model= (a finite environment's "
+                     "LinearModel)")
+  if model is not None:
+    H, S, A, d = np.shape(model.phi)
+    if (H, d, A) != dims:
+      raise ValueError(f"model: (H, d, A) = {(H, d, A)} does not match the agent's {dims}")
+    if form == "stats":
+      data_lib._state_range(ds, S, "dataset")  # pylint: disable=protected-access
+      if pilot is not None and agent.needs_pilot:
+        data_lib._state_range(pilot, S, "pilot")  # pylint: disable=protected-access
+  if agent.needs_pilot and agent.config.variance == "alg2" and form == "stats":
+    raise ValueError("variance='alg2' runs in the buffer form only: fit(..., form='buffer')")
+

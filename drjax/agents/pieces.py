@@ -1,0 +1,129 @@
+"""The shared pieces every algorithm of the d-rectangular family is composed from.
+
+Each algorithm of the family (Liu & Xu 2024, 2024b; Jin et al. 2020, 2021) computes, at every step
+h of a backward induction, the same five things (``docs/agents.md``, family note section 0):
+
+1. regression atoms ``(g_n, x_n)``: a weight vector and a next state (buffer form: one per
+   transition, ``g = w_tau phi_tau``; sufficient statistics: one per state) -- ``atoms_*``;
+2. the ridge operator ``Lambda^-1`` of ``Lambda = sum w phi phi^T + lambda I`` -- ``ridge_inverse``;
+3. the next-step value at the atoms, ``V_{h+1}(x) = max_a Q_{h+1}(x, a)`` -- ``next_values``;
+4. a per-coordinate dual *oracle* turning the regression into the step's weights ``nu_h``:
+   ``tv_oracle`` (TV-constrained, exact over the breakpoints) or ``ridge_oracle`` (nominal);
+5. a bonus (online, +) or penalty (offline, -) -- ``width`` -- and a truncation -- ``truncate``.
+
+All functions are single-instance and pure (``jax.vmap`` them); static choices are Python strings.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from drjax import robust
+
+Array = jax.Array
+
+WIDTHS = ("paper", "notebook", "ellipsoid")
+TRUNCATIONS = ("paper", "upper")
+
+
+def ridge_inverse(gram: Array, lam) -> Array:
+  """``(gram + lambda I)^-1`` for one ``[d, d]`` Gram matrix (``gram`` without the ridge)."""
+  d = gram.shape[-1]
+  return robust.spd_inverse(gram + jnp.asarray(lam, gram.dtype) * jnp.eye(d, dtype=gram.dtype))
+
+
+def width(pinv: Array, phi: Array, form: str) -> Array:
+  """The uncertainty width at features ``phi [..., d]`` (bonus or penalty before ``beta``).
+
+  * ``"paper"``: the d-rectangular ``sum_i phi_i sqrt([Lambda^-1]_ii)`` (DR-LSVI-UCB Alg. 1
+    line 12, DRPVI Alg. 1, VA-DRPVI);
+  * ``"notebook"``: ``sqrt(sum_i phi_i^2 [Lambda^-1]_ii)`` (every public panxulab notebook;
+    never larger);
+  * ``"ellipsoid"``: ``sqrt(phi^T Lambda^-1 phi)`` (LSVI-UCB, PEVI).
+  """
+  if form == "ellipsoid":
+    return jnp.sqrt(jnp.maximum(jnp.einsum("...d,de,...e->...", phi, pinv, phi), 0.0))
+  diag = jnp.maximum(jnp.diagonal(pinv, axis1=-2, axis2=-1), 0.0)
+  if form == "paper":
+    return phi @ jnp.sqrt(diag)
+  if form == "notebook":
+    return jnp.sqrt(jnp.maximum((phi * phi) @ diag, 0.0))
+  raise ValueError(f"width form must be one of {WIDTHS}, got {form!r}")
+
+
+def truncate(q: Array, top, form: str) -> Array:
+  """``"paper"``: ``clip(q, 0, top)`` (``top = H - h + 1``); ``"upper"``: ``min(q, top)`` (the
+  public offline code, which never floors pessimistic values at 0)."""
+  if form == "paper":
+    return jnp.clip(q, 0.0, top)
+  if form == "upper":
+    return jnp.minimum(q, top)
+  raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {form!r}")
+
+
+def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: float,
+             width_form: str, truncation: str = "paper", fail_zero: bool = True) -> Array:
+  """``[..., A]`` ``Q_h = truncate(phi^T w + sign * beta * width(phi))``, 0 at the fail state.
+
+  ``sign = +1``: optimism (online bonus); ``-1``: pessimism (offline penalty).
+  """
+  if width_form == "paper":  # linear in phi: one contraction
+    sd = jnp.sqrt(jnp.maximum(jnp.diagonal(pinv), 0.0))
+    q = phi_all @ (w + sign * beta * sd)
+  else:
+    q = phi_all @ w + sign * beta * width(pinv, phi_all, width_form)
+  q = truncate(q, top, truncation)
+  if fail_zero:
+    q = jnp.where(jnp.expand_dims(fail, -1), 0.0, q)
+  return q
+
+
+def next_values(q_fn: Callable, nphi: Array, nfail: Array, mask: Array | None = None) -> Array:
+  """``[n]`` ``V_{h+1}(x_n) = max_a Q_{h+1}(x_n, a)`` at atoms (0 where ``mask`` is False)."""
+  v = jnp.max(q_fn(nphi, nfail), axis=-1)
+  return v if mask is None else jnp.where(mask, v, 0.0)
+
+
+def data_min(v: Array, mask: Array | None) -> Array:
+  """``min_n v_n`` over the atoms in use: the data minimum of the next-step value."""
+  if mask is None:
+    return jnp.min(v)
+  return jnp.min(jnp.where(mask, v, jnp.inf))
+
+
+def tv_oracle(pinv: Array, g: Array, v: Array, rho: Array, horizon, *, vmin=None,
+              operator: Array | None = None, method: str = "exact",
+              grid: Array | None = None) -> tuple[Array, Array]:
+  """TV-constrained dual oracle: ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i (alpha -
+  min(m, alpha))``, ``z(alpha) = Lambda^-1 sum_n g_n min(v_n, alpha)``; exact over the kinks
+  (``robust.alpha_max_atoms``). ``vmin=None``: the fail-state form ``m = 0``."""
+  return robust.alpha_max_atoms(pinv, g, v, rho, horizon, method=method, grid=grid,
+                                operator=operator, vmin=vmin)
+
+
+def ridge_oracle(pinv: Array, g: Array, v: Array, reward_sum: Array) -> Array:
+  """Nominal (non-robust) oracle: ``w = Lambda^-1 (sum_n g_n v_n + sum phi r)``."""
+  return pinv @ (reward_sum + g.T @ v)
+
+
+def backward(horizon: int, step: Callable, last, *, unroll_max: int = 4):
+  """Backward induction ``h = H - 2, ..., 0`` from ``last`` (the step-``H - 1`` output).
+
+  ``step(next_out, h) -> out`` where outputs are pytrees; returns the outputs stacked over the
+  ``H`` steps (row h = step h). Short horizons are unrolled (static indices, fused by XLA).
+  """
+  if horizon - 1 <= unroll_max:
+    outs = [last]
+    for h in range(horizon - 2, -1, -1):
+      outs.insert(0, step(outs[0], h))
+    return jax.tree_util.tree_map(lambda *x: jnp.stack(x), *outs)
+
+  def body(nxt, h):
+    out = step(nxt, h)
+    return out, out
+
+  _, outs = jax.lax.scan(body, last, jnp.arange(horizon - 1), reverse=True)
+  return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), outs, last)
