@@ -104,6 +104,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
   """
   H = env.horizon
   K = base.check_int("num_episodes (K)", num_episodes)
+  _check_kind(agent, "online", "make_train")
   form = resolve_form(env, form)
   if agent.config.capacity < K:
     raise ValueError(f"agent capacity {agent.config.capacity} must be >= num_episodes {K} "
@@ -136,7 +137,6 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
         qf = agent.plan(agent_state, hparams, model, size=size)
         k_reset, k_steps = jax.random.split(key)
         s0 = env.reset(k_reset, env_params)
-        sdiag = base.sqrt_diag(qf.pinv)  # [H, d]
 
         def step(carry, xs):
           s, phi_all, fail = carry  # features and fail flag of s, computed once per state
@@ -148,7 +148,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
           sidx = jnp.asarray(getattr(s, "s", -1), jnp.int32)
           s2idx = jnp.asarray(getattr(s2, "s", -1), jnp.int32)
           # Theorem 1's d-rectangular estimation error: the paper's bonus with beta = 1.
-          err = phi @ sdiag[h]
+          err = agent.uncertainty(qf, h, phi)
           ys = (phi, r, phi2 if not stats else None, fail2, a, sidx, s2idx, err)
           return (s2, phi2, fail2), ys
 
@@ -159,7 +159,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
           agent_state = agent.update(agent_state, phi, r, None, None, s2idx, model=model)
         else:
           # The episode index k is not batched under vmap over seeds: one in-place slice update.
-          agent_state = base.store_episode(agent_state, k, phi, r, next_phi, next_fail)
+          agent_state = agent.update(agent_state, phi, r, next_phi, next_fail, None, slot=k)
         out = (jnp.sum(r), a, sidx, jnp.sum(err))
         return agent_state, (out, qf if record_q else None)
       return episode
@@ -312,3 +312,75 @@ def check_env_features(env, params, key) -> None:
     s2, _, _ = env.step(key, s, jnp.zeros((), jnp.int32), params)
     phi = jnp.concatenate([phi, env.phi_all(s2, params)])
   check_features(phi, name=f"{type(env).__name__} features")
+
+
+def _check_kind(agent, kind: str, where: str) -> None:
+  got = getattr(agent, "kind", None)
+  if got != kind:
+    other = "make_fit / agent.fit(dataset, hparams)" if got == "offline" else "make_train"
+    raise TypeError(f"{where} runs {kind} agents; {getattr(agent, 'name', agent)!r} is "
+                    f"{got or 'not an agent'}: use {other}")
+
+
+class FitOutput(NamedTuple):
+  """What ``make_fit``'s function returns (leading axes added by ``vmap``).
+
+  Attributes:
+    final_qf: the fitted ``QFunction`` (the learned policy).
+    data_return: ``[]`` mean return of the dataset's valid trajectories (the behavior policy's
+      return in the source domain).
+    dataset: the ``Dataset`` (only with ``keep_data=True``, else ``None``).
+  """
+
+  final_qf: QFunction
+  data_return: jax.Array
+  dataset: Any = None
+
+
+def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "auto",
+             keep_data: bool = False):
+  """Builds ``fit_run(key, hparams, env_params, size=None) -> FitOutput`` for an offline agent.
+
+  One run collects ``num_trajectories`` i.i.d. trajectories of ``env`` under ``behavior``
+  (default: uniform over actions) with ``fold_in(key, 0)`` -- and, for agents that need one
+  (VA-DRPVI), an independent pilot dataset of the same size with ``fold_in(key, 1)`` -- and fits
+  the agent in one backward induction. ``size`` (traced, <= N) uses only the first ``size``
+  trajectories of both (``data.with_size``): one compilation serves a grid of dataset sizes, and
+  the datasets of different sizes are nested (common random numbers). ``form``: ``"auto"`` uses
+  sufficient statistics and the exact ``min_s V(s)`` for finite environments (``"buffer"``: the
+  data, as for any environment). Pure: ``jax.vmap`` over keys, hyperparameters, params.
+  """
+  from drjax import data as data_lib  # pylint: disable=g-import-not-at-top
+  _check_kind(agent, "offline", "make_fit")
+  N = base.check_int("num_trajectories", num_trajectories)
+  cfg = agent.config
+  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (env.horizon, env.feature_dim,
+                                                          env.num_actions):
+    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
+                     f"not match env (H, d, A) = {(env.horizon, env.feature_dim, env.num_actions)}")
+  if form not in FORMS:
+    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+  if form == "stats" and not isinstance(env, FiniteEnvironment):
+    raise ValueError(f"form='stats' needs a finite environment; {type(env).__name__} has none")
+  finite = isinstance(env, FiniteEnvironment) and form != "buffer"
+  behavior = behavior if behavior is not None else data_lib.uniform(env.num_actions)
+  if not callable(behavior):
+    raise TypeError(f"behavior must be a function (key, phi_all, h) -> action, got "
+                    f"{type(behavior).__name__}")
+
+  def fit_run(key, hparams, env_params, size=None) -> FitOutput:
+    ds = data_lib._collect(env, env_params, behavior, jax.random.fold_in(key, 0), N)  # pylint: disable=protected-access
+    pilot = None
+    if agent.needs_pilot:
+      pilot = data_lib._collect(env, env_params, behavior, jax.random.fold_in(key, 1), N)  # pylint: disable=protected-access
+    if size is not None:
+      ds = data_lib.with_size(ds, size)
+      pilot = None if pilot is None else data_lib.with_size(pilot, size)
+    model = env.model(env_params) if finite else None
+    qf = agent.fit(ds, hparams, pilot=pilot, model=model,
+                   form="stats" if finite else "buffer")
+    valid = ds.valid.astype(ds.reward.dtype)
+    ret = jnp.sum(jnp.sum(ds.reward, axis=0) * valid) / jnp.sum(valid)
+    return FitOutput(final_qf=qf, data_return=ret, dataset=ds if keep_data else None)
+
+  return fit_run

@@ -156,7 +156,14 @@ class AgentConfig(NamedTuple):
 
 
 class Agent(NamedTuple):
-  """A linear-function-approximation agent as pure functions (see module docstring)."""
+  """An online linear-function-approximation agent as pure functions (see module docstring and
+  ``drjax.agents.registry`` for the protocol the engine, evaluation and sweeps rely on).
+
+  ``uncertainty(qf, h, phi) -> []`` is Theorem 1's d-rectangular width
+  ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` (the bonus with beta = 1), which ``make_train`` records
+  per episode; ``update(state, ..., slot=k)`` stores a finished episode (``slot``: an unbatched
+  buffer slot, kept in place under ``vmap``).
+  """
 
   name: str
   config: AgentConfig
@@ -171,6 +178,9 @@ class Agent(NamedTuple):
   init_stats: Callable
   update: Callable
   regression_features: Callable
+  uncertainty: Callable | None = None
+  hparams_type: type = HParams
+  kind: str = "online"
 
 
 # ---------------------------------------------------------------------------------------------

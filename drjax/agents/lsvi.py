@@ -286,20 +286,27 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       phi = phi[..., known.learned, :] if phi.ndim >= 2 and phi.shape[-2] == A else phi
     return _bonus(qf.pinv[h], phi, qf.beta, bonus if robust_agent else None)
 
-  def update(state, phi, reward, next_phi, next_fail, next_state, model=None):
+  def update(state, phi, reward, next_phi, next_fail, next_state, model=None, slot=None):
     """Adds one finished episode (``[H, ...]`` per step) to either form of the state
-    (``model``: for a ``StatsState`` made by ``init_stats(..., model=model)``)."""
+    (``model``: for a ``StatsState`` made by ``init_stats(..., model=model)``; ``slot``: the
+    buffer slot, default ``state.count``; pass the unbatched episode index under ``vmap`` so the
+    store stays an in-place slice update)."""
     if isinstance(state, StatsState):
       return base.update_stats(state, phi, reward, next_state,
                                phi_table=None if model is None else model.phi)
-    return base.store_episode(state, state.count, phi, reward, next_phi, next_fail)
+    return base.store_episode(state, state.count if slot is None else slot, phi, reward,
+                              next_phi, next_fail)
+
+  def uncertainty(qf: QFunction, h, phi):
+    """Theorem 1's d-rectangular width ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` at ``phi``."""
+    return phi @ base.sqrt_diag(qf.pinv[h])
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
                             solver, known)
   return Agent(name=name, config=config, init=init, plan=plan, q_values=q_values, act=act,
                observe=base.observe, end_episode=base.end_episode,
                store_episode=base.store_episode, bonus=bonus_fn, init_stats=init_stats,
-               update=update, regression_features=regression_features)
+               update=update, regression_features=regression_features, uncertainty=uncertainty)
 
 
 def _next_rows(horizon: int) -> np.ndarray:

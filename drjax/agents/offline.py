@@ -118,6 +118,7 @@ class OfflineAgent(NamedTuple):
   act: Callable
   width: Callable
   needs_pilot: bool = False
+  kind: str = "offline"
 
 
 class _Atoms(NamedTuple):

@@ -1,0 +1,214 @@
+"""One registry of agents by name: the only place agent names live.
+
+The CLI, ``drjax.sweeps`` and ``drjax reproduce`` look agents up here; adding an algorithm is a
+``register(AgentSpec(...))`` next to its module, nothing else.
+
+  >>> from drjax.agents import registry
+  >>> registry.names()                          # every registered agent
+  >>> spec = registry.get("drpvi")              # metadata: kind, divergence, hparams, paper
+  >>> agent = registry.make("drpvi", env)       # the agent for an environment's (H, d, A)
+  >>> hp = registry.make_hparams("drpvi", env, rho=0.3)   # validated, traced-ready
+
+Agent protocol (what the engine, evaluation, sweeps and reproduce use):
+
+* every agent: ``config`` (``horizon``, ``feature_dim``, ``num_actions``),
+  ``act(qf, h, phi_all, fail) -> int32``, ``q_values(qf, h, phi_all, fail) -> [A]``; a
+  ``QFunction`` is what evaluation consumes;
+* online (``kind="online"``, ``drjax.Agent``): ``init`` / ``init_stats``, ``plan(state, hparams,
+  model) -> QFunction`` at the top of each episode, ``update(state, ...)`` after it,
+  ``uncertainty(qf, h, phi)`` (Theorem 1's width); ``make_train(env, agent, K)`` runs it;
+* offline (``kind="offline"``, ``drjax.agents.offline.OfflineAgent``):
+  ``fit(dataset, hparams, pilot=None, model=None) -> QFunction``, one backward induction over a
+  fixed ``drjax.data.Dataset``; ``make_fit`` / ``drjax.sweeps`` run it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["AgentSpec", "register", "get", "names", "specs", "make", "make_hparams",
+           "UnknownAgentError"]
+
+
+class UnknownAgentError(ValueError):
+  """An agent name that is not registered (the message lists the registered ones)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+  """A registered agent.
+
+  Attributes:
+    name: registry name (``"drpvi"``), used on the command line and in result tables.
+    display: name in figures and tables (``"DRPVI"``).
+    kind: ``"online"`` or ``"offline"``.
+    divergence: ``"tv"`` or ``"none"`` (nominal).
+    uncertainty: ``"constrained"`` (a radius rho), ``"regularized"`` or ``"none"``.
+    hparams: the names of the agent's traced hyperparameters, in order.
+    paper: the reference.
+    factory: ``factory(horizon, feature_dim, num_actions, **options)`` (online agents also take
+      ``capacity``).
+    options: static options the factory accepts.
+    color: matplotlib color used in figures.
+    needs_pilot: offline agents that need an independent pilot dataset (VA-DRPVI).
+    make_hparams_fn: ``(agent, horizon, feature_dim, **values) -> hparams``.
+  """
+
+  name: str
+  display: str
+  kind: str
+  divergence: str
+  uncertainty: str
+  hparams: tuple
+  paper: str
+  factory: Callable
+  options: tuple = ()
+  color: str = "black"
+  needs_pilot: bool = False
+  make_hparams_fn: Callable | None = None
+
+  @property
+  def robust(self) -> bool:
+    """Whether the agent has an uncertainty level rho."""
+    return "rho" in self.hparams
+
+  def describe(self) -> dict:
+    return {"name": self.name, "display": self.display, "kind": self.kind,
+            "divergence": self.divergence, "uncertainty": self.uncertainty,
+            "hparams": list(self.hparams), "options": list(self.options), "paper": self.paper}
+
+
+_REGISTRY: dict[str, AgentSpec] = {}
+
+
+def register(spec: AgentSpec) -> AgentSpec:
+  """Adds ``spec`` (a name registered twice is an error)."""
+  if spec.kind not in ("online", "offline"):
+    raise ValueError(f"kind must be 'online' or 'offline', got {spec.kind!r}")
+  if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
+    raise ValueError(f"agent {spec.name!r} is already registered")
+  _REGISTRY[spec.name] = spec
+  return spec
+
+
+def names(kind: str | None = None) -> tuple[str, ...]:
+  """Registered names, in registration order (``kind``: only online or offline agents)."""
+  _load()
+  return tuple(n for n, s in _REGISTRY.items() if kind is None or s.kind == kind)
+
+
+def specs(kind: str | None = None) -> tuple[AgentSpec, ...]:
+  return tuple(get(n) for n in names(kind))
+
+
+def get(name: str) -> AgentSpec:
+  """The spec of ``name``; an unknown name raises ``UnknownAgentError`` listing the registered
+  agents."""
+  _load()
+  if not isinstance(name, str) or name not in _REGISTRY:
+    raise UnknownAgentError(f"unknown agent {name!r}; registered agents: "
+                            f"{', '.join(_REGISTRY)}")
+  return _REGISTRY[name]
+
+
+def _dims(env_or_dims):
+  if isinstance(env_or_dims, tuple):
+    return env_or_dims
+  return env_or_dims.horizon, env_or_dims.feature_dim, env_or_dims.num_actions
+
+
+def make(name: str, env, **options):
+  """The agent ``name`` for ``env`` (or an ``(H, d, A)`` tuple) with static ``options``.
+
+  Online agents need ``capacity`` (the number of episodes they store). An option the agent does
+  not take is a ``ValueError`` naming it and listing the allowed ones.
+  """
+  spec = get(name)
+  allowed = set(spec.options) | ({"capacity"} if spec.kind == "online" else set())
+  bad = sorted(set(options) - allowed)
+  if bad:
+    raise ValueError(f"agent {name!r} has no option {', '.join(map(repr, bad))} (options: "
+                     f"{', '.join(sorted(allowed)) or 'none'})")
+  H, d, A = _dims(env)
+  return spec.factory(H, d, A, **options)
+
+
+def make_hparams(name: str, env, **values):
+  """Validated hyperparameters of agent ``name`` for ``env`` / ``(H, d, A)``.
+
+  Only the agent's own hyperparameters are accepted (``ValueError`` naming any other, e.g. rho
+  for PEVI); missing ones take the experiments' defaults (beta 1, lambda 0.1, rho 0).
+  """
+  spec = get(name)
+  unknown = sorted(set(values) - set(spec.hparams) - {"dtype"})
+  if unknown:
+    raise ValueError(f"agent {name!r} has no hyperparameter {', '.join(map(repr, unknown))} "
+                     f"(its hyperparameters: {', '.join(spec.hparams)})")
+  H, d, A = _dims(env)
+  return spec.make_hparams_fn(spec, H, d, A, **values)
+
+
+# ---------------------------------------------------------------------------------------------
+# The built-in agents.
+
+
+def _online_hparams(spec, H, d, A, dtype=None, **values):
+  from drjax.agents import base  # pylint: disable=g-import-not-at-top
+  values.setdefault("beta", 1.0)
+  values.setdefault("lam", 0.1)
+  rho = values.pop("rho", 0.0)
+  return base.make_hparams(H, d, rho=np.asarray(rho, np.float64), dtype=dtype, **values)
+
+
+def _offline_hparams(spec, H, d, A, dtype=None, **values):
+  agent = make(spec.name, (H, d, A))
+  from drjax.agents import offline  # pylint: disable=g-import-not-at-top
+  return offline.make_hparams(agent, dtype=dtype, **values)
+
+
+def _lazy(module: str, fn: str) -> Callable:
+  def factory(*args, **kwargs):
+    import importlib  # pylint: disable=g-import-not-at-top
+    return getattr(importlib.import_module(module), fn)(*args, **kwargs)
+  factory.__name__ = fn
+  return factory
+
+
+_LOADED = False
+
+
+def _load() -> None:
+  """Registers the built-in agents once (modules are imported when an agent is built)."""
+  global _LOADED
+  if _LOADED:
+    return
+  _LOADED = True
+  online_opts = ("bonus", "alpha", "grid_size", "tie_break", "solver", "known")
+  register(AgentSpec(
+      "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
+      "Liu & Xu, AISTATS 2024 (Algorithm 1)", _lazy("drjax.agents.lsvi", "dr_lsvi_ucb"),
+      online_opts, "tab:red", make_hparams_fn=_online_hparams))
+  register(AgentSpec(
+      "lsvi-ucb", "LSVI-UCB", "online", "none", "none", ("beta", "lam"),
+      "Jin, Yang, Wang & Jordan, COLT 2020", _lazy("drjax.agents.lsvi", "lsvi_ucb"),
+      ("clip", "tie_break", "fail_zero", "solver", "known"), "tab:blue",
+      make_hparams_fn=_online_hparams))
+  offline_opts = ("truncation", "fail_zero", "tie_break")
+  robust_opts = offline_opts + ("penalty", "vmin")
+  register(AgentSpec(
+      "pevi", "PEVI", "offline", "none", "none", ("beta", "lam"),
+      "Jin, Yang & Wang, ICML 2021", _lazy("drjax.agents.offline", "pevi"), offline_opts,
+      "tab:green", make_hparams_fn=_offline_hparams))
+  register(AgentSpec(
+      "drpvi", "DRPVI", "offline", "tv", "constrained", ("rho", "beta", "lam"),
+      "Liu & Xu, NeurIPS 2024 (Algorithm 1)", _lazy("drjax.agents.offline", "drpvi"),
+      robust_opts, "tab:orange", make_hparams_fn=_offline_hparams))
+  register(AgentSpec(
+      "va-drpvi", "VA-DRPVI", "offline", "tv", "constrained",
+      ("rho", "beta", "lam", "var_shift"),
+      "Liu & Xu, NeurIPS 2024 (Algorithm 3; Algorithm 2 as variance='alg2')",
+      _lazy("drjax.agents.offline", "va_drpvi"), robust_opts + ("variance", "grid_size"),
+      "tab:purple", needs_pilot=True, make_hparams_fn=_offline_hparams))
