@@ -330,14 +330,14 @@ def _cmd_bench(parser, args) -> int:
 # sweep
 
 SWEEP_ENVS = ("linear-mdp", "put-option", "random")  # == drjax.sweeps.ENVS (checked in tests)
-SWEEP_AGENTS = ("dr-lsvi-ucb", "lsvi-ucb")  # == drjax.sweeps.AGENTS
 # Agent options of the presets (bonus form, LSVI-UCB clipping, tie-breaking).
 SWEEP_PRESETS = {"paper": ("paper", "paper", "optimistic"),
                  "notebook": ("notebook", "notebook", "first")}
 # Flags that define the sweep (not allowed with --from / --merge; --resume reads them from
 # DIR/sweep.json when none is given).
 _CONFIG_FLAGS = ("env", "env_arg", "agents", "seeds", "episodes", "rho", "rho_at", "beta", "lam",
-                 "env_param", "targets", "test_episodes", "seed", "preset", "x64", "save_returns")
+                 "env_param", "targets", "test_episodes", "seed", "preset", "x64", "save_returns",
+                 "trajectories", "behavior")
 _EXEC_CONFIG_FLAGS = ("chunk", "memory_mb", "seed_ids")  # also allowed with --from
 _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "seeds": "--seeds",
                 "seed_ids": "--seed-ids", "episodes": "--episodes", "rho": "--rho",
@@ -346,7 +346,13 @@ _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "
                 "test_episodes": "--test-episodes", "seed": "--seed", "chunk": "--chunk",
                 "memory_mb": "--memory-mb", "dtype": "--x64", "devices": "--devices",
                 "part": "--part", "out": "--out", "from": "--from", "bonus": "--preset",
-                "clip": "--preset", "tie_break": "--preset"}
+                "clip": "--preset", "tie_break": "--preset", "trajectories": "--trajectories",
+                "behavior": "--behavior"}
+
+
+def _agent_names(kind=None):
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  return registry.names(kind)
 
 
 def _add_sweep_parser(sub) -> None:
@@ -366,12 +372,18 @@ def _add_sweep_parser(sub) -> None:
                  help="static environment argument, repeatable (put-option: num_anchors, "
                       "horizon, variant; random: num_states, num_actions, feature_dim, horizon)")
   g.add_argument("--agents", nargs="+", default=None, metavar="AGENT",
-                 help="dr-lsvi-ucb and/or lsvi-ucb (default: both)")
+                 help=f"registered agents: {', '.join(_agent_names())} (default: the online "
+                      f"ones, {', '.join(_agent_names('online'))})")
   g.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds (default: 10)")
   g.add_argument("--episodes", type=int, default=None, metavar="K",
                  help="training episodes K (default: 100)")
   g.add_argument("--rho", type=float, nargs="+", default=None, metavar="R",
-                 help="rho values in [0, 1], DR-LSVI-UCB only (default: 0)")
+                 help="rho values in [0, 1], robust agents only (default: 0)")
+  g.add_argument("--trajectories", type=int, nargs="+", default=None, metavar="N",
+                 help="offline agents: dataset sizes N, a sweep axis (default: 100)")
+  g.add_argument("--behavior", default=None, metavar="POLICY",
+                 help="offline agents' behavior policy: uniform (default) or fixed:A (always "
+                      "action A; fixed:1 holds the put option)")
   g.add_argument("--rho-at", nargs="+", default=None, metavar="H,I",
                  help="1-indexed positions (h, i) that get the rho value, e.g. 1,4 for the "
                       "paper's rho_1,4 (default: every position)")
@@ -455,9 +467,16 @@ def _sweep_config_kwargs(parser, args) -> dict:
     kw["env_args"] = env_args
   if args.agents is not None:
     for a in args.agents:
-      if a not in SWEEP_AGENTS:
-        parser.error(f"--agents: unknown agent {a!r}; choose from {', '.join(SWEEP_AGENTS)}")
+      if a not in _agent_names():
+        parser.error(f"--agents: unknown agent {a!r}; registered agents: "
+                     f"{', '.join(_agent_names())}")
     kw["agents"] = tuple(args.agents)
+  if args.trajectories is not None:
+    for n in args.trajectories:
+      _positive_int(parser, "--trajectories", n)
+    kw["trajectories"] = tuple(args.trajectories)
+  if args.behavior is not None:
+    kw["behavior"] = args.behavior
   for name in ("seeds", "episodes", "test_episodes"):
     v = getattr(args, name)
     if v is not None:

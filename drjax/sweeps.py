@@ -60,15 +60,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import evaluate
-from drjax.agents.base import BONUS_FORMS, CLIP_FORMS, TIE_BREAKS, HParams
-from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
+from drjax import data as data_lib
+from drjax.agents import registry
+from drjax.agents.base import BONUS_FORMS, CLIP_FORMS, TIE_BREAKS
 from drjax.envs import LinearMDP, PutOption, RandomLinearMDP
 from drjax.envs.base import FiniteEnvironment
-from drjax.train import check_env_features, make_train
+from drjax.train import check_env_features, make_fit, make_train
 
 FORMAT = "drjax-sweep/1"
-AGENTS = ("dr-lsvi-ucb", "lsvi-ucb")
-ROBUST_AGENTS = ("dr-lsvi-ucb",)  # agents that use rho
+AGENTS = registry.names()  # every registered agent (drjax.agents.registry)
+DEFAULT_AGENTS = registry.names("online")
+BEHAVIORS = ("uniform", "fixed:<action>")  # offline agents' data-collection policy
 ENVS = ("linear-mdp", "put-option", "random")
 # Source parameters that may be swept, per environment, and the target family of each.
 ENV_PARAMS = {
@@ -115,7 +117,9 @@ class SweepConfig:
     env_args: static constructor arguments of the environment (put option: ``num_anchors``,
       ``horizon``, ``variant``; random: ``num_states``, ``num_actions``, ``feature_dim``,
       ``horizon``).
-    agents: names from ``AGENTS``.
+    agents: registered agent names (``drjax.agents.registry.names()``); default: the online
+      ones. Offline agents (PEVI, DRPVI, VA-DRPVI) fit each run's policy to a dataset collected
+      in the source domain under ``behavior``.
     seeds: number of seeds N; seeds are the indices ``0..N-1``.
     seed_ids: optional subset of ``0..N-1`` to run (rerun chosen seeds); ``None``: all.
     episodes: training episodes K.
@@ -137,11 +141,16 @@ class SweepConfig:
     bonus, clip, tie_break: agent options (see ``dr_lsvi_ucb`` / ``lsvi_ucb``).
     dtype: ``"float32"`` or ``"float64"``; ``None`` takes JAX's current default.
     save_returns: also keep every run's ``[K]`` training returns (``returns.npy``).
+    trajectories: offline agents: dataset sizes N (a sweep axis, like rho: the largest dataset
+      is collected once per seed and each size uses its first N trajectories, so one compiled
+      program serves every size and the datasets are nested).
+    behavior: offline agents' behavior policy: ``"uniform"`` (the DRPVI paper's) or
+      ``"fixed:A"`` (always action A; ``"fixed:1"`` holds the put option, as the R2PVI code).
   """
 
   env: str = "linear-mdp"
   env_args: dict = dataclasses.field(default_factory=dict)
-  agents: tuple = AGENTS
+  agents: tuple = DEFAULT_AGENTS
   seeds: int = 10
   seed_ids: tuple | None = None
   episodes: int = 100
@@ -160,6 +169,8 @@ class SweepConfig:
   tie_break: str = "optimistic"
   dtype: str | None = None
   save_returns: bool = False
+  trajectories: tuple = (100,)
+  behavior: str = "uniform"
 
   # -------------------------------------------------------------- (de)serialization
   def to_dict(self) -> dict:
@@ -178,7 +189,7 @@ class SweepConfig:
     def tup(x):
       return tuple(tup(v) for v in x) if isinstance(x, (list, tuple)) else x
 
-    for k in ("agents", "seed_ids", "rho", "rho_at", "beta", "lam", "targets"):
+    for k in ("agents", "seed_ids", "rho", "rho_at", "beta", "lam", "targets", "trajectories"):
       if d.get(k) is not None:
         d[k] = tup(d[k])
     if "env_params" in d:
@@ -236,16 +247,44 @@ def make_env(config: SweepConfig):
 
 
 def _make_agent(name: str, config: SweepConfig, env):
-  return _agent(name, env.horizon, env.feature_dim, env.num_actions, config.episodes,
-                config.bonus, config.clip, config.tie_break)
+  """The agent of ``name`` with the config's options: ``bonus`` is the bonus (online) or penalty
+  (offline) form, ``clip`` the nominal online agent's clipping, ``tie_break`` for all."""
+  spec = registry.get(name)
+  opts = {}
+  for option, value in (("bonus", config.bonus), ("penalty", config.bonus),
+                        ("clip", config.clip), ("tie_break", config.tie_break)):
+    if option in spec.options:
+      opts[option] = value
+  if spec.kind == "online":
+    opts["capacity"] = config.episodes
+  # registry factories are lru-cached: equal configurations share compiled chunk programs.
+  return registry.make(name, env, **opts)
+
+
+def _behavior(config: SweepConfig, env):
+  """The behavior policy of ``config.behavior`` (``ValueError`` naming ``behavior``)."""
+  b = config.behavior
+  if b == "uniform":
+    return _uniform(env.num_actions)
+  if isinstance(b, str) and b.startswith("fixed:"):
+    try:
+      a = int(b[len("fixed:"):])
+    except ValueError:
+      a = -1
+    if 0 <= a < env.num_actions:
+      return _fixed(a)
+    raise _Error("behavior", f"fixed:A needs an action A in [0, {env.num_actions - 1}], got {b!r}")
+  raise _Error("behavior", f"must be 'uniform' or 'fixed:A' (A an action index), got {b!r}")
 
 
 @functools.lru_cache(maxsize=None)
-def _agent(name, H, d, A, K, bonus, clip, tie_break):
-  """One ``Agent`` object per configuration, so compiled chunk programs are reused."""
-  if name == "dr-lsvi-ucb":
-    return dr_lsvi_ucb(H, d, A, K, bonus=bonus, tie_break=tie_break)
-  return lsvi_ucb(H, d, A, K, clip=clip, tie_break=tie_break)
+def _uniform(num_actions):
+  return data_lib.uniform(num_actions)
+
+
+@functools.lru_cache(maxsize=None)
+def _fixed(action):
+  return data_lib.fixed(action)
 
 
 def _source_params(env, config: SweepConfig, values: dict):
@@ -265,17 +304,26 @@ def validate(config: SweepConfig) -> SweepConfig:
   c = config
   env = make_env(c)
   H, d = env.horizon, env.feature_dim
+  if isinstance(c.agents, str):
+    raise _Error("agents", f"must be a list of agent names, got the string {c.agents!r} (write "
+                           f"agents=({c.agents!r},))")
   if not isinstance(c.agents, (list, tuple)) or not c.agents:
     raise _Error("agents", f"needs at least one of {', '.join(AGENTS)}")
   for a in c.agents:
     if a not in AGENTS:
-      raise _Error("agents", f"unknown agent {a!r}; choose from {', '.join(AGENTS)}")
+      raise _Error("agents", f"unknown agent {a!r}; registered agents: {', '.join(AGENTS)}")
   if len(set(c.agents)) != len(c.agents):
     raise _Error("agents", f"duplicate agent in {list(c.agents)}")
   for name in ("seeds", "episodes", "test_episodes"):
     v = getattr(c, name)
     if not _is_int(v) or v < 1:
       raise _Error(name, f"must be an integer >= 1, got {v!r}")
+  traj = c.trajectories if isinstance(c.trajectories, (list, tuple)) else (c.trajectories,)
+  if not traj or not all(_is_int(n) and n >= 1 for n in traj):
+    raise _Error("trajectories", f"must be integers >= 1, got {list(traj)}")
+  if len(set(traj)) != len(traj):
+    raise _Error("trajectories", f"duplicate value in {list(traj)}")
+  _behavior(c, env)
   seed_ids = None
   if c.seed_ids is not None:
     ids = tuple(c.seed_ids) if isinstance(c.seed_ids, (list, tuple)) else (c.seed_ids,)
@@ -387,6 +435,7 @@ def validate(config: SweepConfig) -> SweepConfig:
                           f"jax.config.update('jax_enable_x64', {dtype == 'float64'}) first)")
   resolved = dataclasses.replace(
       c, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
+      trajectories=tuple(int(n) for n in traj),
       env_params=env_params, targets=targets, dtype=dtype, env_args=dict(c.env_args),
       memory_mb=float(c.memory_mb), save_returns=bool(c.save_returns))
   return resolved
@@ -404,6 +453,7 @@ class _Grid(NamedTuple):
   beta: np.ndarray       # [S]
   lam: np.ndarray        # [S]
   params: Any            # source env params pytree, leaves [S, ...]
+  size: np.ndarray       # [S] dataset size N of offline settings (0 for online agents)
 
 
 def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
@@ -419,32 +469,40 @@ def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
   return out
 
 
+def _has_offline(config: SweepConfig) -> bool:
+  return any(registry.get(a).kind == "offline" for a in config.agents)
+
+
 def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   H, d = env.horizon, env.feature_dim
-  robust = agent_name in ROBUST_AGENTS
-  rho_ids = list(range(len(config.rho))) if robust else [-1]
+  spec = registry.get(agent_name)
+  rho_ids = list(range(len(config.rho))) if spec.robust else [-1]
+  sizes = list(config.trajectories) if spec.kind == "offline" else [0]
   names = list(config.env_params)
-  rows = list(itertools.product(rho_ids, config.beta, config.lam,
+  rows = list(itertools.product(sizes, rho_ids, config.beta, config.lam,
                                 *[config.env_params[n] for n in names]))
   scalar_rho = all(np.ndim(r) == 0 for r in config.rho)
-  cols = {"rho_index": np.array([r[0] for r in rows], np.int64),
-          "rho": np.array([float(config.rho[r[0]]) if (r[0] >= 0 and scalar_rho) else np.nan
+  cols = {"rho_index": np.array([r[1] for r in rows], np.int64),
+          "rho": np.array([float(config.rho[r[1]]) if (r[1] >= 0 and scalar_rho) else np.nan
                            for r in rows], np.float64),
-          "beta": np.array([r[1] for r in rows], np.float64),
-          "lam": np.array([r[2] for r in rows], np.float64)}
+          "beta": np.array([r[2] for r in rows], np.float64),
+          "lam": np.array([r[3] for r in rows], np.float64)}
+  if _has_offline(config):
+    cols["trajectories"] = np.array([r[0] if r[0] else np.nan for r in rows], np.float64)
   params = []
   for r in rows:
-    params.append(_source_params(env, config, dict(zip(names, r[3:]))))
+    params.append(_source_params(env, config, dict(zip(names, r[4:]))))
   for field in ENV_PARAMS[config.env]:
     if config.env == "random":
-      vals = [dict(zip(names, r[3:])).get("instance", 0) for r in rows]
+      vals = [dict(zip(names, r[4:])).get("instance", 0) for r in rows]
       cols[field] = np.array(vals, np.int64)
     else:
       cols[field] = np.array([float(getattr(p, field)) for p in params], np.float64)
-  rho = np.stack([_rho_array(config, H, d, config.rho[r[0]]) if r[0] >= 0 else np.zeros((H, d))
+  rho = np.stack([_rho_array(config, H, d, config.rho[r[1]]) if r[1] >= 0 else np.zeros((H, d))
                   for r in rows])
   stacked = jax.tree_util.tree_map(lambda *x: np.stack([np.asarray(v) for v in x]), *params)
-  return _Grid(cols, rho, cols["beta"], cols["lam"], stacked)
+  return _Grid(cols, rho, cols["beta"], cols["lam"], stacked,
+               np.array([r[0] for r in rows], np.int32))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -494,6 +552,8 @@ def bytes_per_run(config: SweepConfig, env) -> int:
   H, d, A, K = env.horizon, env.feature_dim, env.num_actions, config.episodes
   item = 8 if config.dtype == "float64" else 4
   buffers = H * K * (A * d + d + 3)
+  if _has_offline(config):  # dataset + pilot + the alpha maximization's sorted prefix sums
+    buffers = max(buffers, H * max(config.trajectories) * (A * d + 3 * d + 8) * 2)
   T = config.targets[3] if config.targets else 1
   if isinstance(env, FiniteEnvironment):
     S = getattr(env, "num_states", 8)
@@ -509,7 +569,9 @@ def layout(config: SweepConfig, env=None) -> Layout:
   nsettings = []
   for a in config.agents:
     n = len(config.beta) * len(config.lam) * math.prod(len(v) for v in config.env_params.values())
-    nsettings.append((a, n * (len(config.rho) if a in ROBUST_AGENTS else 1)))
+    spec = registry.get(a)
+    n *= len(config.trajectories) if spec.kind == "offline" else 1
+    nsettings.append((a, n * (len(config.rho) if spec.robust else 1)))
   seed_ids = config.seed_ids if config.seed_ids is not None else tuple(range(config.seeds))
   max_runs = max(s for _, s in nsettings) * len(seed_ids)
   if config.chunk is not None:
@@ -554,9 +616,18 @@ def ordered_sum(x):
 
 @functools.lru_cache(maxsize=None)
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
-             mesh, num_runs: int):
-  """Jitted ``f(seed_idx [C], setting_idx [C], base_key, tables) -> outputs``, sharded on runs."""
-  train = make_train(env, agent, episodes, outputs=("returns", "final_qf"))
+             mesh, num_runs: int, behavior=None, num_trajectories: int = 0):
+  """Jitted ``f(seed_idx [C], setting_idx [C], base_key, tables) -> outputs``, sharded on runs.
+
+  Online agents train for ``episodes``; offline agents collect ``num_trajectories`` (the largest
+  size; each setting uses its first ``tables["size"]``) under ``behavior`` and fit once. The
+  ``train_return`` of an offline run is the mean return of its dataset (the behavior policy's).
+  """
+  offline = agent.kind == "offline"
+  if offline:
+    fit = make_fit(env, agent, num_trajectories, behavior)
+  else:
+    train = make_train(env, agent, episodes, outputs=("returns", "final_qf"))
   finite = isinstance(env, FiniteEnvironment)
 
   def value_in(qf, params, key):
@@ -568,11 +639,18 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
     return mean, jnp.sqrt(var / test_episodes) if test_episodes > 1 else jnp.zeros_like(mean)
 
   def one(seed_idx, setting_idx, base_key, tables):
-    hp = HParams(rho=tables["rho"][setting_idx], beta=tables["beta"][setting_idx],
-                 lam=tables["lam"][setting_idx])
+    cls = agent.hparams_type  # the agent's own hyperparameters; others (var_shift) at default 0
+    hp = cls(**{f: (tables[f][setting_idx] if f in tables
+                    else jnp.zeros((), tables["beta"].dtype)) for f in cls._fields})
     params = jax.tree_util.tree_map(lambda x: x[setting_idx], tables["params"])
     key = jax.random.fold_in(base_key, seed_idx)
-    out = train(jax.random.fold_in(key, 0), hp, params)
+    if offline:
+      fo = fit(jax.random.fold_in(key, 0), hp, params, tables["size"][setting_idx])
+      out = fo._replace(dataset=None)
+      returns = None
+    else:
+      out = train(jax.random.fold_in(key, 0), hp, params)
+      returns = out.returns
     k_eval = jax.random.fold_in(key, 1)
     if target_mode == "targets":
       tps = env.target_params(params, tables["targets"])
@@ -580,10 +658,10 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
     else:
       val, err = value_in(out.final_qf, params, k_eval)
       val, err = val[None], err[None]
-    res = {"train_return": ordered_sum(out.returns) / episodes, "value": val,
-           "value_stderr": err}
+    train_return = out.data_return if offline else ordered_sum(returns) / episodes
+    res = {"train_return": train_return, "value": val, "value_stderr": err}
     if save_returns:
-      res["returns"] = out.returns
+      res["returns"] = (jnp.full((episodes,), jnp.nan, val.dtype) if offline else returns)
     return res
 
   batched = jax.vmap(one, in_axes=(0, 0, None, None))
@@ -1034,11 +1112,15 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
     grid = grids[agent_name]
     C = lay.chunk if config.chunk is not None else min(lay.chunk, lay.runs(k))
     C = -(-C // ndev) * ndev  # padded to a multiple of the device count
+    offline = agent.kind == "offline"
     prog, runs_sh, rep_sh = _program(env, agent, config.episodes,
                                      "targets" if config.targets else "source",
-                                     config.test_episodes, config.save_returns, mesh, C)
+                                     config.test_episodes, config.save_returns, mesh, C,
+                                     _behavior(config, env) if offline else None,
+                                     max(config.trajectories) if offline else 0)
     tables = {"rho": grid.rho.astype(dtype), "beta": grid.beta.astype(dtype),
               "lam": grid.lam.astype(dtype), "targets": targets.astype(dtype),
+              "size": grid.size,
               "params": jax.tree_util.tree_map(
                   lambda x: x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x,
                   grid.params)}
