@@ -44,6 +44,8 @@ __all__ = [
     "theorem1_bound",
     "target_value",
     "exact_target_values",
+    "offline_subopt",
+    "offline_bound",
     "episode_key",
     "mc_evaluate",
     "put_option_node_actions",
@@ -226,6 +228,39 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
   bc = lambda x: jnp.broadcast_to(x, shape)  # noqa: E731
   term2 = 2.0 * bc(b) * bc(cs) / bc(k)
   return dict(term1=term1, term2=term2, total=bc(term1) + term2, beta=jnp.asarray(beta, dtype))
+
+
+def offline_subopt(agent, qf: QFunction, model: LinearModel, rho) -> Array:
+  """``SubOpt(pi_hat, rho) = V*_1 - V^{pi_hat}_1`` under the robust value at ``rho``, exactly.
+
+  The learned greedy policy (``agent.act``) is evaluated by robust DP (``drjax.planning``);
+  values at step 1 are weighted by the model's initial distribution. Pure (vmap over seeds).
+  ``rho = 0`` gives the nominal suboptimality.
+  """
+  pi = greedy_policy(agent, qf, model)
+  v_star = planning.initial_value(model, planning.robust_dp(model, rho).v)
+  return v_star - planning.initial_value(model, planning.robust_evaluate(model, rho, pi))
+
+
+def offline_bound(agent, qf: QFunction, model: LinearModel, rho, beta=None) -> Array:
+  """Theorem 4.4's data-dependent bound of DRPVI (Liu & Xu 2024b), computed exactly:
+
+  ``beta * sup_{P in U^rho(P0)} sum_h E_{pi*, P}[ sum_i ||phi_i(s_h, a_h) 1_i||_{Lambda_h^-1} ]``
+
+  with ``pi*`` the robust-optimal policy at ``rho`` and the summand the agent's own width
+  (``agent.width``: the d-rectangular ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` for DRPVI and
+  VA-DRPVI, where VA-DRPVI's ``Lambda`` is its weighted ``Sigma``; the ellipsoid norm for PEVI,
+  whose own bound, Jin et al. 2021 Thm 4.4, is twice this at ``rho = 0``). The supremum of an
+  expected cumulative cost over the d-rectangular TV set is a robust evaluation of the negated
+  cost (the set is rectangular, so dynamic programming is exact). ``beta`` defaults to
+  ``qf.beta``. Compare it with ``offline_subopt`` to see how tight the bound is.
+  """
+  H = model.phi.shape[0]
+  pi_star = planning.robust_dp(model, rho).policy
+  u = jax.vmap(lambda h: agent.width(qf, h, model.phi[h]))(jnp.arange(H))  # [H, S, A]
+  cost = model._replace(reward=-u.astype(model.reward.dtype))
+  sup = -planning.initial_value(cost, planning.robust_evaluate(cost, rho, pi_star))
+  return (qf.beta if beta is None else beta) * sup
 
 
 # ---------------------------------------------------------------------------------------------

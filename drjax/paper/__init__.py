@@ -3,7 +3,8 @@
 The names below are importable without JAX, so the command line can validate flags cheaply.
 """
 
-FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity")  # the NAMEs of `drjax reproduce`
+# the NAMEs of `drjax reproduce` (drpvi: the offline DRPVI paper's Figure 2, drjax.paper.drpvi)
+FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity", "drpvi")
 PRESET_NAMES = ("paper", "notebook")  # keys of drjax.paper.programs.PRESETS
 
 

@@ -15,13 +15,16 @@ import tempfile
 
 import numpy as np
 
-COLORS = {"LSVI-UCB": "tab:blue", "DR-LSVI-UCB": "tab:red",
+from drjax.agents import registry
+
+COLORS = {**{s.display: s.color for s in registry.specs()},
           "robust optimum (exact)": "tab:red", "non-robust optimum (exact)": "tab:blue",
           "Theorem 1 bound": "tab:gray"}
 TITLES = {"fig1": "Figure 1: simulated linear MDP (rho_1,4 = 0.5)",
           "fig3": "Ablation (Appendix A): rho_1,4 in {0.3, 0.4, 0.5}",
           "fig2": "Figure 2: American put option",
-          "subopt": "AveSubopt(k) on the simulated linear MDP"}
+          "subopt": "AveSubopt(k) on the simulated linear MDP",
+          "drpvi": "DRPVI paper (Liu & Xu 2024b), Figure 2: offline, 100 uniform trajectories"}
 
 
 def crossing(x, a, b, tol=1e-9):
@@ -542,12 +545,23 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
           "before comparing their numbers." if len(runs) > 1 else
           "All rows come from one run.")
   cols = "| figure | panel | preset | seeds | K | evaluation | run |"
-  lines = [header, "", note, "",
-           f"{cols} DR/LSVI curves cross at | area under curve | exact critical q |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+  lines = [header, "", note]
+  if any(n not in ("subopt", "sensitivity", "drpvi") for n in sections):
+    lines += ["", f"{cols} DR/LSVI curves cross at | area under curve | exact critical q |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
   for name, panels in sections.items():
-    if name not in ("subopt", "sensitivity"):
+    if name not in ("subopt", "sensitivity", "drpvi"):
       lines += summary_rows(name, panels)
+  if "drpvi" in sections:
+    from drjax.paper import drpvi  # pylint: disable=g-import-not-at-top
+    lines += ["", "Offline (DRPVI paper, Figure 2; exact evaluation). First action: the exact "
+              "robust-optimal action at x1, step 1; share: seeds whose learned first action is "
+              "it; SubOpt: mean exact robust suboptimality V*_1 - V^pi_1 at the panel's rho; "
+              "last: seeds where VA-DRPVI's greedy policy equals DRPVI's.", "",
+              "| figure | panel | preset | seeds | K | robust-optimal first action | share of seeds "
+              "choosing it | mean SubOpt | VA-DRPVI == DRPVI | run |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += drpvi.summary_rows(sections["drpvi"])
   if "subopt" in sections:
     lines += ["", f"{cols} fitted slope of log AveSubopt vs log k | AveSubopt(K) |",
               "|---|---|---|---|---|---|---|---|---|"]

@@ -110,6 +110,15 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     jobs["put-option"] = _Job(lambda: paper.run_put_option(
         pre, seeds=s_put, episodes=episodes, key=k_put, test_episodes=test_episodes,
         evaluation=evaluation, opt_level=opt_level))
+  if "drpvi" in names:
+    from drjax.paper import drpvi  # pylint: disable=g-import-not-at-top
+    s_off = seeds or drpvi.DEFAULT_SEEDS
+    off_pre = drpvi.PRESETS[preset]
+    _log(quiet, f"[drjax] DRPVI paper (drpvi): {len(drpvi.XI)} xi_norm x {len(drpvi.RHO)} "
+                f"rho_1,4 x {s_off} seeds x {episodes} uniform trajectories, "
+                f"{', '.join(drpvi.AGENTS)}, 21 targets (exact) ...")
+    jobs["drpvi"] = _Job(lambda: drpvi.run(off_pre, seeds=s_off, trajectories=episodes,
+                                           key=jax.random.fold_in(key, 7)))
   if "sensitivity" in names:
     from drjax.paper import sensitivity  # pylint: disable=g-import-not-at-top
     _log(quiet, "[drjax] sensitivity (linear MDP, exact): V*, dV*/drho_1,4 (autodiff and closed "
@@ -133,6 +142,14 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     timings["put-option"] = time.perf_counter() - t_start
     _log(quiet, f"[drjax]   wrote {os.path.join(out, 'fig2')}/ (done at "
                 f"{timings['put-option']:.1f} s)")
+  if "drpvi" in jobs:
+    res = jobs["drpvi"].result()
+    _log(quiet, f"[drjax]   DRPVI paper computed: {jobs['drpvi'].describe()}")
+    outputs.write_figure(out, "drpvi", _stamp(drpvi.panels(res, off_pre, seeds=s_off,
+                                                           trajectories=episodes), run))
+    timings["drpvi"] = time.perf_counter() - t_start
+    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'drpvi')}/ (done at "
+                f"{timings['drpvi']:.1f} s)")
   if "sensitivity" in jobs:
     panels, _ = jobs["sensitivity"].result()
     _log(quiet, f"[drjax]   sensitivity computed: {jobs['sensitivity'].describe()}")

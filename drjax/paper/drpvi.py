@@ -1,0 +1,222 @@
+"""``drjax reproduce drpvi``: Figure 2 of Liu & Xu (NeurIPS 2024), DRPVI and VA-DRPVI, exactly.
+
+The offline linear-MDP experiment of the DRPVI paper (Appendix C): the simulated linear MDP of
+DR-LSVI-UCB, ``||xi||_1`` in {0.1, 0.2, 0.3} x ``rho_{1,4}`` in {0.3, 0.4, 0.5} (all other
+``rho_{h,i} = 0``), K = 100 trajectories of the uniform behavior policy per seed (and, for
+VA-DRPVI, an independent pilot dataset of the same size), 20 seeds, beta = 1, lambda = 0.1; the
+learned policies of the agents in ``AGENTS`` (registry names) are evaluated *exactly* in the
+targets q in {0, 0.05, ..., 1}, beside the exact robust-optimal and non-robust-optimal policies.
+
+ONE jitted program: data collection (vmap over xi_norm x seeds), every agent's fit (vmap over
+rho), exact target values, exact robust suboptimality ``V*_1 - V^pi_1`` at the panel's rho and
+Theorem 4.4's data-dependent bound (``evaluate.offline_bound``). It also records what settles the
+questions the published notebook leaves open (README, "Findings"): each seed's learned first
+action at x1, and whether VA-DRPVI's policy differs from DRPVI's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from drjax import data as data_lib
+from drjax import evaluate, planning
+from drjax.agents import registry
+from drjax.envs.linear_mdp import LinearMDP, action_vectors, target_params
+
+AGENTS = ("pevi", "drpvi", "va-drpvi")  # registry names, in legend order
+XI = (0.1, 0.2, 0.3)
+RHO = (0.3, 0.4, 0.5)
+QS = tuple(np.round(np.linspace(0.0, 1.0, 21), 10))
+DEFAULT_SEEDS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class OfflinePreset:
+  """Options of the offline agents in a reproduction (the papers' choices by default)."""
+
+  name: str
+  beta: float = 1.0
+  lam: float = 0.1
+  delta: float = 0.3
+  p: float = 0.001
+  penalty: str = "paper"      # d-rectangular penalty form
+  truncation: str = "paper"   # [0, H - h + 1]; "upper": min(., H - h + 1) (public code)
+  vmin: str = "auto"          # exact min_s V(s) on the finite model; "zero": fail-state form
+  pilot: str = "independent"  # VA-DRPVI pilot: an independent dataset; "same": D' = D (code)
+
+
+PRESETS = {
+    "paper": OfflinePreset("paper"),
+    # The published notebook's choices, without its bugs (README, "Presets").
+    "notebook": OfflinePreset("notebook", penalty="notebook", truncation="upper", vmin="zero",
+                              pilot="same"),
+}
+
+
+def agents(preset: OfflinePreset, env) -> dict:
+  """``{name: agent}`` for ``AGENTS`` with the preset's options (only those each agent takes)."""
+  out = {}
+  for name in AGENTS:
+    spec = registry.get(name)
+    opts = {k: getattr(preset, k) for k in ("penalty", "truncation", "vmin")
+            if k in spec.options}
+    out[name] = registry.make(name, env, **opts)
+  return out
+
+
+def _program(preset: OfflinePreset, num_trajectories: int):
+  env = LinearMDP()
+  H, d = env.horizon, env.feature_dim
+  ags = agents(preset, env)
+  behavior = data_lib.uniform(env.num_actions)
+
+  def per_seed(params, key, rhos, qs):
+    model = env.model(params)
+    ds = data_lib._collect(env, params, behavior, jax.random.fold_in(key, 0), num_trajectories)  # pylint: disable=protected-access
+    pilot = ds if preset.pilot == "same" else data_lib._collect(  # pylint: disable=protected-access
+        env, params, behavior, jax.random.fold_in(key, 1), num_trajectories)
+    targets = target_params(params, qs)
+    out = {}
+    for name, agent in ags.items():
+      spec = registry.get(name)
+
+      def one(rho):
+        values = dict(beta=jnp.asarray(preset.beta), lam=jnp.asarray(preset.lam))
+        if spec.robust:
+          values["rho"] = rho
+        if "var_shift" in spec.hparams:
+          values["var_shift"] = jnp.zeros(())
+        hp = agent.hparams_type(**{f: values[f] for f in agent.hparams_type._fields})
+        qf = agent.fit(ds, hp, pilot=pilot, model=model, form="stats")
+        curve = jax.vmap(lambda t: evaluate.target_value(env, agent, qf, t))(targets)
+        pi = evaluate.greedy_policy(agent, qf, model)
+        sub = evaluate.offline_subopt(agent, qf, model, rho)
+        bound = evaluate.offline_bound(agent, qf, model, rho if spec.robust else 0.0 * rho)
+        return dict(curve=curve, first=pi[0, 0], policy=pi, subopt=sub, bound=bound, w=qf.w)
+
+      out[name] = jax.vmap(one)(rhos)  # [R, ...]
+    return out
+
+  def refs(params, rhos, qs):
+    targets = jax.vmap(env.model)(target_params(params, qs))
+
+    def values(pi):
+      return jax.vmap(lambda m: planning.initial_value(m, planning.nominal_evaluate(m, pi)))(
+          targets)
+
+    model = env.model(params)
+    robust = jax.vmap(lambda r: planning.robust_dp(model, r).policy)(rhos)  # [R, H, S]
+    nominal = planning.robust_dp(model, jnp.zeros((H, d))).policy
+    return dict(robust=jax.vmap(values)(robust), nonrobust=values(nominal),
+                robust_first=robust[:, 0, 0])
+
+  def program(params, keys, rhos, qs):
+    res = jax.vmap(lambda p: jax.vmap(lambda k: per_seed(p, k, rhos, qs))(keys))(params)
+    ref = jax.vmap(lambda p: refs(p, rhos, qs))(params)
+    return res, ref
+
+  return env, jax.jit(program)
+
+
+def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=XI, rhos=RHO,
+        qs=QS) -> dict:
+  """Runs the whole figure; returns NumPy arrays (leading axes ``[X, S, R]`` for the agents)."""
+  env, program = _program(preset, trajectories)
+  H, d = env.horizon, env.feature_dim
+  params = jax.tree_util.tree_map(
+      lambda *x: jnp.stack(x), *[env.make_params(delta=preset.delta, p=preset.p, xi_norm=x)
+                                 for x in xi_norms])
+  rho = np.zeros((len(rhos), H, d))
+  rho[:, 0, 3] = rhos
+  keys = jax.random.split(key, seeds)
+  t0 = time.perf_counter()
+  res, ref = jax.device_get(program(params, keys, jnp.asarray(rho), jnp.asarray(qs)))
+  return {"agents": jax.tree_util.tree_map(np.asarray, res),
+          "ref": jax.tree_util.tree_map(np.asarray, ref), "seconds": time.perf_counter() - t0,
+          "xi_norms": np.asarray(xi_norms), "rhos": np.asarray(rhos), "qs": np.asarray(qs)}
+
+
+def _curve(values):
+  values = np.asarray(values, dtype=np.float64)
+  n = values.shape[0]
+  se = values.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(values.shape[1:])
+  return {"mean": values.mean(axis=0).tolist(), "stderr": se.tolist()}
+
+
+def _action_label(a: int) -> str:
+  v = np.asarray(action_vectors())[int(a)]
+  return "(" + ",".join("+1" if x > 0 else "-1" for x in v) + ")"
+
+
+def panels(res: dict, preset: OfflinePreset, *, seeds: int, trajectories: int) -> dict:
+  """One panel per (xi_norm, rho) with the curves, references and the findings' numbers."""
+  out = {}
+  base = dict(env="linear-mdp", seeds=seeds, episodes=trajectories, trajectories=trajectories,
+              behavior="uniform", preset=preset.name, beta=preset.beta,
+              **{"lambda": preset.lam}, delta=preset.delta, p=preset.p,
+              penalty=preset.penalty, truncation=preset.truncation, vmin=preset.vmin,
+              pilot=preset.pilot, agents=list(AGENTS), H=3, d=4,
+              evaluation="exact expected return of each seed's greedy policy",
+              rho_note="rho_{1,4} = rho, all other rho_{h,i} = 0 (robust agents only)",
+              paper="Liu & Xu, NeurIPS 2024, Figure 2")
+  A = res["agents"]
+  for xi_i, xi in enumerate(res["xi_norms"]):
+    for r_i, rho in enumerate(res["rhos"]):
+      curves, findings = {}, {}
+      for name in AGENTS:
+        disp = registry.get(name).display
+        a = A[name]
+        curves[disp] = _curve(a["curve"][xi_i, :, r_i])
+        firsts = a["first"][xi_i, :, r_i]
+        counts = {}
+        for x in firsts:
+          counts[_action_label(x)] = counts.get(_action_label(x), 0) + 1
+        findings[disp] = {
+            "first_action_counts": counts,
+            "robust_optimal_first_action_share": float(np.mean(
+                firsts == res["ref"]["robust_first"][xi_i, r_i])),
+            "subopt_mean": float(a["subopt"][xi_i, :, r_i].mean()),
+            "bound_mean": float(a["bound"][xi_i, :, r_i].mean()),
+        }
+      dr, va = A["drpvi"], A["va-drpvi"]
+      same = np.all(dr["policy"][xi_i, :, r_i] == va["policy"][xi_i, :, r_i], axis=(-2, -1))
+      findings["VA-DRPVI vs DRPVI"] = {
+          "seeds_with_identical_policy": int(same.sum()),
+          "max_abs_w_difference": float(np.abs(dr["w"][xi_i, :, r_i] -
+                                               va["w"][xi_i, :, r_i]).max())}
+      curves["robust optimum (exact)"] = {"mean": res["ref"]["robust"][xi_i, r_i].tolist(),
+                                          "stderr": [0.0] * len(res["qs"])}
+      curves["non-robust optimum (exact)"] = {"mean": res["ref"]["nonrobust"][xi_i].tolist(),
+                                              "stderr": [0.0] * len(res["qs"])}
+      out[f"xi{xi:g}_rho{rho:g}"] = {
+          "x": res["qs"].tolist(), "x_label": "perturbation level q",
+          "y_label": "average reward in the target domain", "curves": curves,
+          "findings": findings,
+          "robust_optimal_first_action": _action_label(res["ref"]["robust_first"][xi_i, r_i]),
+          "title": f"||xi||_1 = {xi:g}, rho_1,4 = {rho:g}",
+          "config": dict(base, xi_norm=float(xi), rho=float(rho),
+                         seconds_all_panels=round(float(res["seconds"]), 3)),
+      }
+  return out
+
+
+def summary_rows(panels_: dict) -> list[str]:
+  """``results.md`` rows: per panel, the share of seeds whose learned first action at x1 is the
+  robust-optimal one, mean robust SubOpt per agent, and VA-DRPVI == DRPVI seeds."""
+  rows = []
+  for tag, p in panels_.items():
+    f = p["findings"]
+    names = [registry.get(n).display for n in AGENTS]
+    share = ", ".join(f"{n} {f[n]['robust_optimal_first_action_share']:.2f}" for n in names)
+    sub = ", ".join(f"{n} {f[n]['subopt_mean']:.4f}" for n in names)
+    vs = f["VA-DRPVI vs DRPVI"]
+    c = p["config"]
+    rows.append(f"| drpvi | {tag} | {c['preset']} | {c['seeds']} | {c['trajectories']} | "
+                f"{p['robust_optimal_first_action']} | {share} | {sub} | "
+                f"{vs['seeds_with_identical_policy']}/{c['seeds']} | {c.get('run', '?')} |")
+  return rows
