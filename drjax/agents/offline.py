@@ -161,7 +161,7 @@ def atoms(ds: data_lib.Dataset, weights: Array | None = None, model=None,
     all_fail = jnp.arange(S) == model.fail_state
   if form == "stats":
     S = model.phi.shape[1]
-    onehot = (ds.next_state[..., None] == jnp.arange(S)).astype(dtype)  # [H, N, S]
+    onehot = (ds.next_state[..., None] == jnp.arange(S)[None, None, :]).astype(dtype)  # [H,N,S]
     g = jnp.einsum("hns,hnd->hsd", onehot, gw)
     count = jnp.einsum("hns,n->hs", onehot, ds.valid.astype(dtype))
     return _Atoms(g, all_phi, jnp.broadcast_to(all_fail, (H, S)), count > 0, gram, reward_sum,
@@ -523,7 +523,7 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       m1 = jnp.clip(ds.phi[h] @ z1, 0.0, H)  # [n, C]
       m2 = jnp.clip(ds.phi[h] @ z2, 0.0, H * H)
       wts = valid[:, None] / jnp.maximum(1.0, m2 - m1 * m1 - shift)
-      sig = jnp.einsum("nc,nd,ne->cde", wts, ds.phi[h], ds.phi[h]) + lam * eye
+      sig = jnp.einsum("nc,nd,ne->cde", wts, ds.phi[h], ds.phi[h]) + (lam * eye)[None]
       sinv = jax.vmap(robust.spd_inverse)(sig)  # [C, d, d]
       b = jnp.einsum("nc,nd,nc->cd", wts, ds.phi[h], jnp.minimum(v[:, None], c[None, :]))
       z = jnp.einsum("cde,ce->dc", sinv, b)  # [d, C]
