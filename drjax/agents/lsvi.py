@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import robust
-from drjax.agents import base
+from drjax.agents import base, pieces
 from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
 
 
@@ -96,7 +96,7 @@ def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=Tr
   return q
 
 
-def _make(name, *, robust_agent: bool, horizon, feature_dim, num_actions, capacity,
+def _make(name, *, oracle: str, width: str, horizon, feature_dim, num_actions, capacity,
           bonus: str = "paper", clip: str = "paper", alpha: str = "exact", grid_size=0,
           tie_break: str = "optimistic", fail_zero: bool = True,
           solver: str = "auto", known: KnownAction | None = None) -> Agent:
@@ -124,24 +124,27 @@ def _make(name, *, robust_agent: bool, horizon, feature_dim, num_actions, capaci
     if not isinstance(known, KnownAction) or A != 2 or {known.action, known.learned} != {0, 1}:
       raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
                        f"environment, got {known!r} with A = {A}")
-  return _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, int(grid_size), tie_break,
+  return _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, int(grid_size), tie_break,
                 bool(fail_zero), solver, known)
 
 
 @functools.lru_cache(maxsize=None)
-def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
+def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
            solver, known) -> Agent:
-  q_fn = functools.partial(_q_values, robust_bonus=bonus if robust_agent else None,
-                           fail_zero=fail_zero, known=known)
-  q_at = functools.partial(_q_at, robust_bonus=bonus if robust_agent else None,
-                           fail_zero=fail_zero, known=known)
+  """The agent composed of a dual oracle (``"tv"``: TV-constrained, exact over the breakpoints;
+  ``"ridge"``: nominal regression of ``r + V``) and a bonus width (``"paper"``/``"notebook"``
+  d-rectangular, ``"ellipsoid"``), see ``drjax.agents.pieces``."""
+  robust_oracle = oracle == "tv"
+  robust_bonus = None if width == "ellipsoid" else width
+  q_fn = functools.partial(_q_values, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
+  q_at = functools.partial(_q_at, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
 
   def init(theta, lam=None, capacity: int | None = None) -> AgentState:
     """Empty buffer-form state (``lam``: needed by the Sherman-Morrison solver only) with
     ``capacity`` slots (default: the agent's). LSVI-UCB with the Sherman-Morrison solver also
     keeps the ellipsoid norms of its stored next states (``AgentState.quad``)."""
     return base.init_state(theta, H, d, A, K if capacity is None else capacity, lam, solver,
-                           quad=not robust_agent)
+                           quad=width == "ellipsoid")
 
   def init_stats(theta, num_states: int, lam=None, model=None) -> StatsState:
     """Empty sufficient-statistics state for a finite environment with ``num_states`` states.
@@ -150,7 +153,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     also keeps the ellipsoid norms of every next state (``StatsState.quad``); updates must then
     pass the model too (``update(..., model=model)``).
     """
-    tab = model.phi if (model is not None and not robust_agent) else None
+    tab = model.phi if (model is not None and width == "ellipsoid") else None
     return base.init_stats_state(theta, H, d, num_states, lam, solver, phi_table=tab)
 
   def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
@@ -163,7 +166,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     """
     chex.assert_shape(hp.rho, (H, d))
     dtype = gram.dtype
-    tops = base.clip_tops(H, clip, robust_agent, dtype)
+    tops = base.clip_tops(H, clip, robust_oracle, dtype)
     beta = jnp.asarray(hp.beta, dtype)
     lam = jnp.asarray(hp.lam, dtype)
     if pinv is None or refactor:
@@ -185,9 +188,9 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
       if mask is not None:
         v_next = jnp.where(mask, v_next, 0.0)
       op_h = None if ops is None else ops[h]
-      if robust_agent:
-        nu, a_star = robust.alpha_max_atoms(p_h, g_h, v_next, rho[h], H, method=alpha, grid=grid,
-                                            operator=op_h)
+      if robust_oracle:
+        nu, a_star = pieces.tv_oracle(p_h, g_h, v_next, rho[h], H, method=alpha, grid=grid,
+                                      operator=op_h)
         w = theta[h] + nu
       else:
         if op_h is not None:
@@ -201,7 +204,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
     # Step H: V_{H+1} = 0, so z(alpha) = 0 and nu_H = max_alpha -rho alpha = 0 at alpha = 0
     # (DR-LSVI-UCB), w_H = Lambda_H^-1 sum phi r (LSVI-UCB). No regression over atoms needed.
     zero = jnp.zeros((d,), dtype)
-    w_last = theta[H - 1] if robust_agent else pinv[H - 1] @ phir[H - 1]
+    w_last = theta[H - 1] if robust_oracle else pinv[H - 1] @ phir[H - 1]
     ws, nus, alphas = [w_last], [zero], [zero]
     if H - 1 <= UNROLL_H:  # short horizons: a Python loop (static indices, fused by XLA)
       for h in range(H - 2, -1, -1):
@@ -284,7 +287,7 @@ def _build(name, robust_agent, H, d, A, K, bonus, clip, alpha, grid_size, tie_br
   def bonus_fn(qf: QFunction, h, phi):
     if known is not None:
       phi = phi[..., known.learned, :] if phi.ndim >= 2 and phi.shape[-2] == A else phi
-    return _bonus(qf.pinv[h], phi, qf.beta, bonus if robust_agent else None)
+    return _bonus(qf.pinv[h], phi, qf.beta, robust_bonus)
 
   def update(state, phi, reward, next_phi, next_fail, next_state, model=None, slot=None):
     """Adds one finished episode (``[H, ...]`` per step) to either form of the state
@@ -353,7 +356,7 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
   Returns:
     An ``Agent``. Q is clipped to ``[0, H - h + 1]`` and set to 0 at the fail state.
   """
-  return _make("DR-LSVI-UCB", robust_agent=True, horizon=horizon, feature_dim=feature_dim,
+  return _make("DR-LSVI-UCB", oracle="tv", width=bonus, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, bonus=bonus, clip="paper",
                alpha=alpha, grid_size=grid_size, tie_break=tie_break, fail_zero=True,
                solver=solver, known=known)
@@ -374,7 +377,7 @@ def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
       LSVI-UCB, which knows nothing of fail states.
     solver, known: as for ``dr_lsvi_ucb``.
   """
-  return _make("LSVI-UCB", robust_agent=False, horizon=horizon, feature_dim=feature_dim,
+  return _make("LSVI-UCB", oracle="ridge", width="ellipsoid", horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break,
                fail_zero=fail_zero, solver=solver, known=known)
 
