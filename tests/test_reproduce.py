@@ -259,3 +259,33 @@ def test_presets_differ_only_where_documented():
   assert (a.bonus, a.clip, a.put_variant, a.put_fixed_init) == ("paper", "paper", "paper", False)
   assert (b.bonus, b.clip, b.put_variant, b.put_fixed_init) == (
       "notebook", "notebook", "notebook", True)
+
+
+def test_drpvi_figure_panels_and_robust_optimal_first_actions(results):
+  panels = _panels(results, "drpvi")
+  assert len(panels) == 9
+  assert os.path.getsize(os.path.join(results, "drpvi", "drpvi.png")) > 1000
+  # Independent fact (family note, hand calculation with p = 0.001, delta = 0.3): a = (+1,...,+1)
+  # is robust-optimal at x1, step 1 iff rho_1,4 < 0.481 (||xi|| = 0.1), 0.376 (0.2), 0.281 (0.3).
+  threshold = {0.1: 0.481, 0.2: 0.376, 0.3: 0.281}
+  for tag, p in panels.items():
+    c = p["config"]
+    assert c["seeds"] == 2 and c["trajectories"] == 4 and c["agents"] == ["pevi", "drpvi",
+                                                                         "va-drpvi"]
+    plus = c["rho"] < threshold[c["xi_norm"]]
+    assert p["robust_optimal_first_action"] == ("(+1,+1,+1,+1)" if plus else "(-1,-1,-1,-1)"), tag
+    assert {"PEVI", "DRPVI", "VA-DRPVI", "robust optimum (exact)",
+            "non-robust optimum (exact)"} <= set(p["curves"])
+    for name in ("PEVI", "DRPVI", "VA-DRPVI"):
+      f = p["findings"][name]
+      assert sum(f["first_action_counts"].values()) == 2
+      assert f["subopt_mean"] >= -1e-6 and f["bound_mean"] >= 0
+    # Every learned policy's target return is below the non-robust optimum at q = 0 (the source
+    # dynamics' optimum) and the exact reference curves are straight lines in q.
+    x = np.asarray(p["x"])
+    for name in ("robust optimum (exact)", "non-robust optimum (exact)"):
+      y = np.asarray(p["curves"][name]["mean"])
+      np.testing.assert_allclose(y, np.polyval(np.polyfit(x, y, 1), x), atol=1e-5)
+  with open(os.path.join(results, "results.md")) as f:
+    md = f.read()
+  assert "| drpvi | xi0.1_rho0.3 | paper | 2 | 4 | (+1,+1,+1,+1) |" in md

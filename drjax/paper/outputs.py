@@ -487,25 +487,26 @@ def _row_settings(p: dict) -> str:
 
 def summary_rows(name: str, panels: dict) -> list[str]:
   """One ``results.md`` row per panel, with the settings of the run that produced it."""
+  from drjax.paper.programs import DR, LS  # pylint: disable=g-import-not-at-top
   rows = []
   for tag, p in panels.items():
     c = p["curves"]
     head = f"| {name} | {tag} | {_row_settings(p)} |"
     if name == "subopt":
       s = p.get("slopes", {})
-      last = {k: c[k]["mean"][-1] for k in ("DR-LSVI-UCB", "LSVI-UCB")}
-      rows.append(f"{head} DR {s.get('DR-LSVI-UCB', float('nan')):.3f}, "
-                  f"LSVI {s.get('LSVI-UCB', float('nan')):.3f} | DR "
-                  f"{last['DR-LSVI-UCB']:.4f}, LSVI {last['LSVI-UCB']:.4f} |")
+      last = {k: c[k]["mean"][-1] for k in (DR, LS)}
+      rows.append(f"{head} DR {s.get(DR, float('nan')):.3f}, "
+                  f"LSVI {s.get(LS, float('nan')):.3f} | DR "
+                  f"{last[DR]:.4f}, LSVI {last[LS]:.4f} |")
       continue
     x = p["x"]
-    cross = crossing(x, c["DR-LSVI-UCB"]["mean"], c["LSVI-UCB"]["mean"])
+    cross = crossing(x, c[DR]["mean"], c[LS]["mean"])
     cross_s = "none" if cross is None else f"{cross:.3f}"
     crit = p.get("critical_q")
     crit_s = "" if crit is None else (
         f"{crit:.5f} (paper's formula {p['critical_q_paper_formula']:.3f})")
-    rows.append(f"{head} {cross_s} | AUC LSVI {area(x, c['LSVI-UCB']['mean']):.4f}, "
-                f"DR {area(x, c['DR-LSVI-UCB']['mean']):.4f} | {crit_s} |")
+    rows.append(f"{head} {cross_s} | AUC LSVI {area(x, c[LS]['mean']):.4f}, "
+                f"DR {area(x, c[DR]['mean']):.4f} | {crit_s} |")
   return rows
 
 

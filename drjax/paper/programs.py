@@ -20,7 +20,8 @@ import numpy as np
 
 from drjax import evaluate, planning
 from drjax.agents.base import HParams, make_hparams, rho_array
-from drjax.agents.lsvi import NOTEBOOK_PUT_KNOWN, dr_lsvi_ucb, lsvi_ucb
+from drjax.agents import registry
+from drjax.agents.lsvi import NOTEBOOK_PUT_KNOWN
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption, fixed_initial_price
 from drjax.train import make_train
@@ -68,15 +69,21 @@ class Setup(NamedTuple):
 EXPERIMENTS = ("linear-mdp", "put-option")
 
 
+# The paper compares one robust agent with its nominal baseline (registry names; display names,
+# colors and hyperparameters come from drjax.agents.registry).
+ROBUST_AGENT, NOMINAL_AGENT = "dr-lsvi-ucb", "lsvi-ucb"
+DR, LS = registry.get(ROBUST_AGENT).display, registry.get(NOMINAL_AGENT).display
+
+
 def agents_for(preset: Preset, env, capacity: int) -> dict:
-  """``{"dr-lsvi-ucb": Agent, "lsvi-ucb": Agent}`` exactly as the paper programs build them."""
-  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  """``{ROBUST_AGENT: Agent, NOMINAL_AGENT: Agent}`` exactly as the paper programs build them."""
   known = NOTEBOOK_PUT_KNOWN if (preset.put_known and isinstance(env, PutOption)) else None
   return {
-      "dr-lsvi-ucb": dr_lsvi_ucb(H, d, A, capacity, bonus=preset.bonus,
-                                 tie_break=preset.tie_break, known=known),
-      "lsvi-ucb": lsvi_ucb(H, d, A, capacity, clip=preset.clip, tie_break=preset.tie_break,
-                           fail_zero=preset.lsvi_fail_zero, known=known),
+      ROBUST_AGENT: registry.make(ROBUST_AGENT, env, capacity=capacity, bonus=preset.bonus,
+                                  tie_break=preset.tie_break, known=known),
+      NOMINAL_AGENT: registry.make(NOMINAL_AGENT, env, capacity=capacity, clip=preset.clip,
+                                   tie_break=preset.tie_break, fail_zero=preset.lsvi_fail_zero,
+                                   known=known),
   }
 
 
@@ -163,7 +170,7 @@ def _linear_program(preset: Preset, episodes: int, level: int | None = None):
   env = LinearMDP()
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   agents = agents_for(preset, env, episodes)
-  dr, ls = agents["dr-lsvi-ucb"], agents["lsvi-ucb"]
+  dr, ls = agents[ROBUST_AGENT], agents[NOMINAL_AGENT]
   train_dr = make_train(env, dr, episodes, record_q=True)
   train_ls = make_train(env, ls, episodes, record_q=True)
   zero_rho = jnp.zeros((H, d))
@@ -293,7 +300,7 @@ def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: 
   env = PutOption(variant=preset.put_variant)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   agents = agents_for(preset, env, episodes)
-  dr, ls = agents["dr-lsvi-ucb"], agents["lsvi-ucb"]
+  dr, ls = agents[ROBUST_AGENT], agents[NOMINAL_AGENT]
   train_dr = make_train(env, dr, episodes)
   train_ls = make_train(env, ls, episodes)
   fixed = preset.put_fixed_init
@@ -444,8 +451,8 @@ def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names
           "x_label": "perturbation level q",
           "y_label": "average reward in the target domain",
           "curves": {
-              "LSVI-UCB": _curve(res["ls"][xi_i]),
-              "DR-LSVI-UCB": _curve(res["dr"][xi_i, r_i]),
+              LS: _curve(res["ls"][xi_i]),
+              DR: _curve(res["dr"][xi_i, r_i]),
               "robust optimum (exact)": _exact(res["robust_ref"][xi_i, r_i]),
               "non-robust optimum (exact)": _exact(res["nonrobust_ref"][xi_i]),
           },
@@ -464,15 +471,15 @@ def linear_panels(res: dict, preset: Preset, *, seeds: int, episodes: int, names
         dr_sub, ls_sub = res["dr_sub"][xi_i, r_i], res["ls_sub"][xi_i]
         bound = evaluate.theorem1_bound(res["dr_err"][xi_i, r_i].mean(0), H=3, d=4, p=SUBOPT_P,
                                         beta=preset.beta)
-        slopes = {"DR-LSVI-UCB": _fit_slope(k, dr_sub.mean(0)),
-                  "LSVI-UCB": _fit_slope(k, ls_sub.mean(0))}
+        slopes = {DR: _fit_slope(k, dr_sub.mean(0)),
+                  LS: _fit_slope(k, ls_sub.mean(0))}
         panels["subopt"][f"xi{xi:g}"] = {
             "x": k.tolist(),
             "x_label": "episode k",
             "y_label": "AveSubopt(k)",
             "curves": {
-                "DR-LSVI-UCB": _curve(dr_sub),
-                "LSVI-UCB": _curve(ls_sub),
+                DR: _curve(dr_sub),
+                LS: _curve(ls_sub),
                 "Theorem 1 bound": _exact(np.asarray(bound["total"])),
             },
             "slopes": slopes,
@@ -529,7 +536,7 @@ def put_panels(res: dict, preset: Preset, *, seeds: int, episodes: int,
         "x": res["p_us"].tolist(),
         "x_label": "price-up probability p_u of the target",
         "y_label": "average reward in the target domain",
-        "curves": {"LSVI-UCB": _curve(res["ls"]), "DR-LSVI-UCB": _curve(res["dr"][r_i]),
+        "curves": {LS: _curve(res["ls"]), DR: _curve(res["dr"][r_i]),
                    "robust optimum (exact)": _exact(ref_mean[1 + r_i]),
                    "non-robust optimum (exact)": _exact(ref_mean[0])},
         "title": f"rho = {rho:g}",
