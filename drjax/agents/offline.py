@@ -108,6 +108,9 @@ class OfflineAgent(NamedTuple):
     width: ``width(qf, h, phi) -> []`` the penalty's width without beta (the uncertainty
       function's summand ``sum_i phi_i sqrt([Lambda^-1]_ii)`` for the d-rectangular form).
     needs_pilot: whether ``fit`` needs an independent ``pilot`` dataset (VA-DRPVI).
+    variance_weights: VA-DRPVI (Alg. 3) only: ``variance_weights(ds, hparams, pilot, model=None,
+      form="auto") -> [H, N]`` the regression weights ``1 / sigma_h^2(phi_tau)`` of ``ds`` (1
+      where the variance estimate is at its floor), a diagnostic.
   """
 
   name: str
@@ -119,6 +122,7 @@ class OfflineAgent(NamedTuple):
   width: Callable
   needs_pilot: bool = False
   kind: str = "offline"
+  variance_weights: Callable | None = None
 
 
 class _Atoms(NamedTuple):
@@ -541,10 +545,27 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     w, pinv, nu, alpha = pieces.backward(H, step, last)
     return QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=alpha)
 
+  def weights_core(ds, hparams, pilot, model, form):
+    dtype = ds.phi.dtype
+    vmin_mode = cfg.vmin if cfg.vmin != "auto" else ("exact" if model is not None else "data")
+    p_at = atoms(pilot, None, model, form)
+    p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
+    p_qf, _, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, True, vmin_mode)
+    return variance_weights(ds, p_at, p_qf.pinv, y1, y2, jnp.asarray(hparams.var_shift, dtype))
+
+  def weights(ds, hparams, pilot, model=None, form: str = "auto"):
+    form = _resolve_form(form, model, ds)
+    if not any(isinstance(x, jax.core.Tracer)
+               for x in jax.tree_util.tree_leaves((ds, hparams, pilot, model))):
+      _check_fit_args(agent, ds, hparams, pilot, model, form)
+    return _weights_jit(ds, hparams, pilot, model, form)
+
   _fit_jit = jax.jit(fit_core, static_argnums=(4,))
+  _weights_jit = jax.jit(weights_core, static_argnums=(4,))
   agent = OfflineAgent(name=name, config=cfg, hparams_type=hp_type, fit=fit,
                        q_values=q_values, act=act, width=width_fn,
-                       needs_pilot=algo == "va-drpvi")
+                       needs_pilot=algo == "va-drpvi",
+                       variance_weights=weights if algo == "va-drpvi" else None)
   return agent
 
 
