@@ -1,7 +1,9 @@
 """drjax: distributionally robust off-dynamics RL with linear function approximation, in JAX.
 
-DR-LSVI-UCB (Liu & Xu, AISTATS 2024) and LSVI-UCB (Jin et al., 2020) as pure, jit/vmap-able
-functions; exact TV-dual kernels; JAX environments; exact robust planning and evaluation.
+The d-rectangular linear family as pure, jit/vmap-able functions behind one agent registry
+(``drjax.agents.registry``): online DR-LSVI-UCB (Liu & Xu, AISTATS 2024) and LSVI-UCB (Jin et al.,
+2020); offline PEVI (Jin et al., 2021), DRPVI and VA-DRPVI (Liu & Xu, NeurIPS 2024) over datasets
+(``drjax.data``); exact TV-dual kernels; JAX environments; exact robust planning and evaluation.
 
 Importing drjax appends ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS`` when JAX's backend
 is not yet initialized (see README, "CPU hang"); set ``DRJAX_NO_XLA_FLAG=1`` to opt out.
@@ -12,7 +14,17 @@ from drjax import _xla
 _xla.configure()  # before anything initializes JAX's CPU backend
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from drjax import envs, evaluate, planning, robust, sensitivity
+from drjax import data, envs, evaluate, planning, robust, sensitivity
+from drjax.agents import registry
+from drjax.agents.offline import (
+    DRPVIHParams,
+    OfflineAgent,
+    PEVIHParams,
+    VADRPVIHParams,
+    drpvi,
+    pevi,
+    va_drpvi,
+)
 from drjax.agents.base import (
     Agent,
     AgentConfig,
@@ -35,7 +47,7 @@ from drjax.envs import (
     RandomLinearMDP,
     random_linear_drmdp,
 )
-from drjax.train import TrainOutput, make_train, replan, sweep
+from drjax.train import FitOutput, TrainOutput, make_fit, make_train, replan, sweep
 
 __version__ = "0.1.0"
 
@@ -49,6 +61,17 @@ def __getattr__(name):
 
 __all__ = [
     "Agent",
+    "DRPVIHParams",
+    "FitOutput",
+    "OfflineAgent",
+    "PEVIHParams",
+    "VADRPVIHParams",
+    "data",
+    "drpvi",
+    "make_fit",
+    "pevi",
+    "registry",
+    "va_drpvi",
     "AgentConfig",
     "AgentState",
     "StatsState",

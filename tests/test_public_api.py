@@ -14,7 +14,8 @@ def test_public_names():
               "HParams", "QFunction", "AgentState", "TrainOutput", "robust", "planning",
               "evaluate", "envs", "LinearMDP", "PutOption", "RandomLinearMDP",
               "random_linear_drmdp", "Environment", "FiniteEnvironment", "LinearModel",
-              "sensitivity"}
+              "sensitivity", "data", "registry", "pevi", "drpvi", "va_drpvi", "make_fit",
+              "OfflineAgent", "PEVIHParams", "DRPVIHParams", "VADRPVIHParams"}
   assert expected <= set(drjax.__all__)
   for name in drjax.__all__:
     assert getattr(drjax, name) is not None, name
