@@ -743,6 +743,9 @@ def format_report(results: dict) -> str:
   if "engine" in b:
     out += ["", "## engine (drjax vs NumPy, same process, interleaved, median warm)", "",
             b["engine"]["markdown"], "", _load_line(b["engine"])]
+  if "offline" in b:
+    out += ["", "## offline (drjax agent.fit vs vectorized NumPy, same process, interleaved, "
+            "warm min / median)", "", b["offline"]["markdown"], "", _load_line(b["offline"])]
   if "reproduce_all" in b:
     r = b["reproduce_all"]
     c = r["config"]
@@ -824,12 +827,23 @@ def engine_bench(quick: bool = False, *, full: bool = False, only=None, reps: in
   return {"workloads": rows, "full": full, "markdown": engine.markdown(rows)}
 
 
+@_benchmark
+def offline_bench(quick: bool = False, *, full: bool = False, reps: int = 3) -> dict:
+  """drjax's offline fits (PEVI, DRPVI, VA-DRPVI) vs the vectorized NumPy of
+  ``numpy_offline.py`` (``offline.py``)."""
+  import offline  # pylint: disable=g-import-not-at-top
+  rows = offline.offline(quick, full=full, reps=reps,
+                         log=lambda m: print(m, file=sys.stderr, flush=True))
+  return {"rows": rows, "full": full, "markdown": offline.markdown(rows)}
+
+
 BENCHMARKS = {
     "engine": engine_bench,
     "reproduce_all": reproduce_all,
     "seed_scaling": seed_scaling,
     "alpha_max": alpha_max,
     "hyperparameter_grid": hyperparameter_grid,
+    "offline": offline_bench,
 }
 
 

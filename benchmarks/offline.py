@@ -101,20 +101,49 @@ def _compile_seconds():
     _ACTIVE.remove(acc)
 
 
-def blas_threads() -> int | None:
-  """Threads of NumPy's bundled OpenBLAS (None when it cannot be asked)."""
+def _openblas_fn(kind: str):
+  """NumPy's bundled OpenBLAS ``get``/``set`` num-threads function (None if not found)."""
   try:
     lib_dir = os.path.dirname(np.__file__) + ".libs"
     for path in glob.glob(os.path.join(lib_dir, "*openblas*")):
       lib = ctypes.CDLL(path)
-      for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                   "openblas_get_num_threads"):
+      for name in (f"scipy_openblas_{kind}_num_threads64_", f"openblas_{kind}_num_threads64_",
+                   f"openblas_{kind}_num_threads"):
         fn = getattr(lib, name, None)
         if fn is not None:
-          return int(fn())
+          return fn
   except OSError:
     pass
   return None
+
+
+def blas_threads() -> int | None:
+  """Threads of NumPy's bundled OpenBLAS (None when it cannot be asked)."""
+  fn = _openblas_fn("get")
+  return None if fn is None else int(fn())
+
+
+def numpy_call(fn, threads: int | None):
+  """``fn`` run with NumPy's OpenBLAS limited to ``threads`` (None: as it is), restored after.
+
+  On this shared 2-core machine OpenBLAS's default 2 threads stall for up to ~1 s per call when
+  another process holds a core (one BLAS thread waits for the other); drjax's XLA runs
+  single-threaded (``--xla_cpu_multi_thread_eigen=false``), so 1 thread is the like-for-like
+  NumPy setting and the default is measured too.
+  """
+  get, set_ = _openblas_fn("get"), _openblas_fn("set")
+  if threads is None or get is None or set_ is None:
+    return fn
+
+  def run():
+    old = int(get())
+    set_(int(threads))
+    try:
+      return fn()
+    finally:
+      set_(old)
+
+  return run
 
 
 def _first(fn):
@@ -128,17 +157,20 @@ def _first(fn):
 
 def _interleaved(fns: dict, reps: int, min_time_s: float = MIN_TIME_S,
                  max_reps: int = MAX_REPS) -> dict:
-  """Warm timings of the callables in ``fns`` (name -> fn), interleaved round by round: at least
-  ``reps`` rounds, more (up to ``max_reps``) until every one has run ``min_time_s``."""
+  """Warm timings of the callables in ``fns`` (name -> fn), interleaved round by round; each
+  runs at least ``reps`` times and then until it has run ``min_time_s`` (at most ``max_reps``
+  times): a slow one does not make the fast ones repeat for as long."""
   times = {k: [] for k in fns}
-  while True:
-    n = len(next(iter(times.values())))
-    if n >= reps and (n >= max_reps or all(sum(t) >= min_time_s for t in times.values())):
-      break
+
+  def more(t):
+    return len(t) < reps or (sum(t) < min_time_s and len(t) < max_reps)
+
+  while any(more(t) for t in times.values()):
     for k, fn in fns.items():
-      t0 = time.perf_counter()
-      jax.block_until_ready(fn())
-      times[k].append(time.perf_counter() - t0)
+      if more(times[k]):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times[k].append(time.perf_counter() - t0)
   return {k: {"warm_min_s": min(t), "warm_median_s": statistics.median(t), "reps": len(t)}
           for k, t in times.items()}
 
@@ -175,21 +207,28 @@ def put_rows(num_trajectories: int, anchors: int, *, reps: int = 3, agents=AGENT
     fit_jit = jax.jit(lambda d, h, q: agent.fit(d, h, pilot=q))
     wrapped = lambda: fit_jit(ds, hp, p)  # noqa: E731
     numpy = lambda: npo.fit(name, nds, pilot=npilot, **kw)  # noqa: E731
+    numpy_1 = numpy_call(numpy, 1)
     qf, first = _first(entry)
     _, first_jit = _first(wrapped)
     t0 = time.perf_counter()
-    ref = numpy()
+    ref = numpy_1()
     numpy_first = time.perf_counter() - t0
-    warm = _interleaved({"drjax": entry, "drjax_jit": wrapped, "numpy": numpy}, reps,
-                        min_time_s=min_time_s)
+    warm = _interleaved({"drjax": entry, "drjax_jit": wrapped, "numpy_1": numpy_1,
+                         "numpy_default": numpy}, reps, min_time_s=min_time_s)
     w = np.asarray(qf.w)
     published = PUBLISHED.get((name, num_trajectories, anchors))
+    default_threads = blas_threads()
+    best, best_t = min(((1, warm["numpy_1"]), (default_threads, warm["numpy_default"])),
+                       key=lambda x: x[1]["warm_min_s"])
     row = {
         "workload": "put_option", "agent": name, "N": num_trajectories, "anchors": anchors,
         "d": env.feature_dim, "H": env.horizon, "dtype": dtype,
         "drjax": {**first, **warm["drjax"]},
         "drjax_jit": {**first_jit, **warm["drjax_jit"]},
-        "numpy": {"first_s": numpy_first, **warm["numpy"]},
+        # the faster BLAS setting (by warm minimum); both are in numpy_1thread / numpy_default
+        "numpy": {"first_s": numpy_first, "blas_threads": best, **best_t},
+        "numpy_1thread": warm["numpy_1"],
+        "numpy_default": {"blas_threads": default_threads, **warm["numpy_default"]},
         "published_s": published,
         "max_abs_w_diff": float(np.max(np.abs(ref["w"] - w))),
         "w_scale": float(np.max(np.abs(w))),
@@ -265,11 +304,10 @@ def linear_rows(seeds: int = LINEAR["seeds"], *, reps: int = 3,
   nds = npo.from_drjax(dss)
   per_seed = [npo.NpDataset(*(x[b] for x in nds)) for b in range(seeds)]
 
-  def numpy_loop():
-    return [npo.drpvi(d1, **kw)["w"] for d1 in per_seed]
-
-  def numpy_batched():
-    return npo.drpvi(nds, **kw)["w"]
+  # NumPy with 1 BLAS thread (d = 4: OpenBLAS has nothing to parallelize, and its second thread
+  # stalls on a busy machine).
+  numpy_loop = numpy_call(lambda: [npo.drpvi(d1, **kw)["w"] for d1 in per_seed], 1)
+  numpy_batched = numpy_call(lambda: npo.drpvi(nds, **kw)["w"], 1)
 
   t0 = time.perf_counter()
   w_loop = np.stack(numpy_loop())
@@ -326,6 +364,9 @@ def linear_rows(seeds: int = LINEAR["seeds"], *, reps: int = 3,
 def offline(quick: bool = False, *, full: bool = False, reps: int = 3, log=print) -> list[dict]:
   """All rows (put option, then linear MDP). ``quick``: N = 50 and 10 seeds (a smoke test);
   ``full``: the whole put-option grid (N = 1k/5k/10k at 30 anchors, 30/60/120 anchors at 1k)."""
+  t_start = time.perf_counter()
+  log_ = log
+  log = lambda m: log_(f"{m} [{time.perf_counter() - t_start:.0f} s]")  # noqa: E731
   grid = PUT_GRID_QUICK if quick else (PUT_GRID_FULL if full else PUT_GRID_DEFAULT)
   min_time = 0.0 if quick else MIN_TIME_S
   reps = 2 if quick else reps
@@ -334,9 +375,6 @@ def offline(quick: bool = False, *, full: bool = False, reps: int = 3, log=print
     rows += put_rows(n, anchors, reps=reps, min_time_s=min_time, log=log)
   rows += linear_rows(LINEAR_QUICK_SEEDS if quick else LINEAR["seeds"], reps=reps,
                       min_time_s=min_time, log=log)
-  threads = blas_threads()
-  for r in rows:
-    r["blas_threads"] = threads
   return rows
 
 
@@ -360,31 +398,33 @@ def markdown(rows) -> str:
   if put:
     out += [
         f"Put option (H = {put[0]['H']}, A = 2, behavior always-hold, beta 0.1, lambda 1, rho "
-        f"0.1; {put[0]['dtype']}; NumPy's OpenBLAS threads: {put[0].get('blas_threads')}): ONE "
-        "`agent.fit` call, warm seconds min / median (drjax entry point incl. host checks; jit: "
-        "the same fit under `jax.jit`), compile = JAX trace + lower + compile seconds in the "
-        "first call. Ratios of the minima; published = " + PUBLISHED_SOURCE + ".", "",
-        "| agent | N | anchors (d) | drjax s min / med | drjax jit s min | NumPy s min / med | "
-        "NumPy / drjax | published s | published / drjax | first call s | compile s | "
-        "max abs w diff |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        f"0.1; {put[0]['dtype']}): ONE `agent.fit` call, warm seconds min / median (drjax entry "
+        "point incl. host checks; jit: the same fit under `jax.jit`); NumPy with 1 OpenBLAS "
+        f"thread and with its default ({put[0]['numpy_default']['blas_threads']}); NumPy / drjax "
+        "= the faster NumPy minimum over drjax's minimum; compile = JAX trace + lower + compile "
+        "seconds in drjax's first call; published = " + PUBLISHED_SOURCE + ".", "",
+        "| agent | N | anchors (d) | drjax s min / med | drjax jit s min | NumPy 1 thr s min / med "
+        "| NumPy default thr s min / med | NumPy / drjax | published s | published / drjax | "
+        "first call s | compile s | max abs w diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in put:
-      d, j, n = r["drjax"], r["drjax_jit"], r["numpy"]
+      d, j, n1, nd = r["drjax"], r["drjax_jit"], r["numpy_1thread"], r["numpy_default"]
       out.append(
           f"| {r['agent']} | {r['N']:,} | {r['anchors']} ({r['d']}) | {_f(d['warm_min_s'])} / "
-          f"{_f(d['warm_median_s'])} | {_f(j['warm_min_s'])} | {_f(n['warm_min_s'])} / "
-          f"{_f(n['warm_median_s'])} | {_f(r['ratio_numpy_over_drjax'], 3)} | "
+          f"{_f(d['warm_median_s'])} | {_f(j['warm_min_s'])} | {_f(n1['warm_min_s'])} / "
+          f"{_f(n1['warm_median_s'])} | {_f(nd['warm_min_s'])} / {_f(nd['warm_median_s'])} | "
+          f"{_f(r['ratio_numpy_over_drjax'], 3)} | "
           f"{_f(r['published_s'])} | {_f(r['ratio_published_over_drjax'], 3)} | "
           f"{_f(d['first_s'], 3)} | {_f(d['compile_s'], 3)} | {_f(r['max_abs_w_diff'], 2)} |")
   if lin:
     r0 = lin[0]
     out += [
-        "" if put else "",
+        "",
         f"Linear MDP (H = {r0['H']}, d = {r0['d']}, A = 16, xi_norm {LINEAR['xi_norm']}), DRPVI, "
         f"rho_1,4 = {LINEAR['rho_04']}, beta {LINEAR['beta']}, lambda {LINEAR['lam']}, "
         f"{r0['seeds']:,} seeds x {r0['N']} trajectories ({r0['dtype']}); ratios to the drjax "
         "fit alone (buffer form, the NumPy algorithm). Pipeline warm under 1 s: "
-        f"{_f(r0.get('under_1s'))}.", "",
+        f"{_f(r0.get('under_1s'))}. NumPy with 1 OpenBLAS thread.", "",
         "| program | s min / med | / drjax fit | first call s | compile s | max abs w diff |",
         "|---|---|---|---|---|---|"]
     for r in lin:
