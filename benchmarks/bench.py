@@ -883,6 +883,7 @@ def main(quick: bool = False, json_path: str | None = None, *, only=None,
     max_attempts = 2 if full else 1
   if full:
     overrides.setdefault("engine", {})["full"] = True
+    overrides.setdefault("offline", {})["full"] = True
   elif not quick:
     overrides.setdefault("reproduce_all", {}).setdefault("in_process", False)
   names = (list(BENCHMARKS) if full else list(DEFAULT_RUN)) if only is None else list(only)

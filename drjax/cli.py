@@ -313,6 +313,10 @@ def _add_bench_parser(sub) -> None:
   p.add_argument("--full", action="store_true",
                  help="every benchmark at the issue's sizes (longer than the default 3 minutes)")
   p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+  p.add_argument("--only", nargs="+", default=None, metavar="NAME",
+                 help="run only these benchmarks: engine, reproduce_all, seed_scaling, "
+                      "alpha_max, hyperparameter_grid, offline (offline: PEVI / DRPVI / VA-DRPVI "
+                      "fits vs vectorized NumPy; with --full its whole grid)")
   p.set_defaults(func=_cmd_bench, parser=p)
 
 
@@ -325,7 +329,12 @@ def _cmd_bench(parser, args) -> int:
                  "drjax package (install with `pip install -e .` from a clone)")
   sys.path.insert(0, here)
   import bench  # pylint: disable=g-import-not-at-top
-  bench.main(quick=args.quick, json_path=args.json, full=args.full)
+  if args.only:
+    unknown = [n for n in args.only if n not in bench.BENCHMARKS]
+    if unknown:
+      parser.error(f"--only: unknown benchmark {unknown[0]!r}; choose from "
+                   f"{', '.join(bench.BENCHMARKS)}")
+  bench.main(quick=args.quick, json_path=args.json, full=args.full, only=args.only)
   return 0
 
 

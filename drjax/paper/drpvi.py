@@ -17,6 +17,7 @@ action at x1, and whether VA-DRPVI's policy differs from DRPVI's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import jax
@@ -69,13 +70,16 @@ def agents(preset: OfflinePreset, env) -> dict:
   return out
 
 
+@functools.lru_cache(maxsize=None)
 def _program(preset: OfflinePreset, num_trajectories: int):
+  """The figure's jitted program; beta and lambda are traced arguments (a preset's other
+  fields are static), so other beta / lambda values reuse the compilation."""
   env = LinearMDP()
   H, d = env.horizon, env.feature_dim
   ags = agents(preset, env)
   behavior = data_lib.uniform(env.num_actions)
 
-  def per_seed(params, key, rhos, qs):
+  def per_seed(params, key, rhos, qs, beta, lam):
     model = env.model(params)
     ds = data_lib._collect(env, params, behavior, jax.random.fold_in(key, 0), num_trajectories)  # pylint: disable=protected-access
     pilot = ds if preset.pilot == "same" else data_lib._collect(  # pylint: disable=protected-access
@@ -86,7 +90,7 @@ def _program(preset: OfflinePreset, num_trajectories: int):
       spec = registry.get(name)
 
       def one(rho):
-        values = dict(beta=jnp.asarray(preset.beta), lam=jnp.asarray(preset.lam))
+        values = dict(beta=beta, lam=lam)
         if spec.robust:
           values["rho"] = rho
         if "var_shift" in spec.hparams:
@@ -115,8 +119,9 @@ def _program(preset: OfflinePreset, num_trajectories: int):
     return dict(robust=jax.vmap(values)(robust), nonrobust=values(nominal),
                 robust_first=robust[:, 0, 0])
 
-  def program(params, keys, rhos, qs):
-    res = jax.vmap(lambda p: jax.vmap(lambda k: per_seed(p, k, rhos, qs))(keys))(params)
+  def program(params, keys, rhos, qs, beta, lam):
+    res = jax.vmap(lambda p: jax.vmap(lambda k: per_seed(p, k, rhos, qs, beta, lam))(keys))(
+        params)
     ref = jax.vmap(lambda p: refs(p, rhos, qs))(params)
     return res, ref
 
@@ -126,7 +131,7 @@ def _program(preset: OfflinePreset, num_trajectories: int):
 def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=XI, rhos=RHO,
         qs=QS) -> dict:
   """Runs the whole figure; returns NumPy arrays (leading axes ``[X, S, R]`` for the agents)."""
-  env, program = _program(preset, trajectories)
+  env, program = _program(dataclasses.replace(preset, name="", beta=0.0, lam=0.0), trajectories)
   H, d = env.horizon, env.feature_dim
   params = jax.tree_util.tree_map(
       lambda *x: jnp.stack(x), *[env.make_params(delta=preset.delta, p=preset.p, xi_norm=x)
@@ -135,7 +140,10 @@ def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=X
   rho[:, 0, 3] = rhos
   keys = jax.random.split(key, seeds)
   t0 = time.perf_counter()
-  res, ref = jax.device_get(program(params, keys, jnp.asarray(rho), jnp.asarray(qs)))
+  dtype = jnp.result_type(float)
+  res, ref = jax.device_get(program(params, keys, jnp.asarray(rho, dtype), jnp.asarray(qs, dtype),
+                                    jnp.asarray(preset.beta, dtype),
+                                    jnp.asarray(preset.lam, dtype)))
   return {"agents": jax.tree_util.tree_map(np.asarray, res),
           "ref": jax.tree_util.tree_map(np.asarray, ref), "seconds": time.perf_counter() - t0,
           "xi_norms": np.asarray(xi_norms), "rhos": np.asarray(rhos), "qs": np.asarray(qs)}

@@ -1,0 +1,168 @@
+"""benchmarks/offline.py on tiny sizes, and its NumPy baselines (benchmarks/numpy_offline.py)
+against drjax's offline agents.
+
+No timing assertions: the machine is shared. The structure of ``offline(quick=True)`` is checked
+(rows, keys, positive times, ratios consistent with the times, markdown), and the NumPy
+implementations of PEVI, DRPVI and VA-DRPVI must agree with ``agent.fit`` to 1e-8 in float64
+(conftest enables x64) on small put-option and linear-MDP datasets.
+"""
+
+import json
+import math
+import os
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import drjax
+from drjax import data, robust
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+import numpy_offline  # noqa: E402
+import offline  # noqa: E402
+
+TOL = 1e-8
+
+
+def _pos(x):
+  return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _check_timing(t, first=False):
+  assert _pos(t["warm_min_s"]) and _pos(t["warm_median_s"])
+  assert t["warm_min_s"] <= t["warm_median_s"]
+  assert isinstance(t["reps"], int) and t["reps"] >= 2
+  if first:
+    assert _pos(t["first_s"])
+
+
+def test_offline_quick_structure():
+  assert jax.config.jax_enable_x64  # conftest: the agreement below is a float64 one
+  rows = offline.offline(quick=True, log=lambda m: None)
+  json.dumps(rows)  # JSON-able (bench.main writes it)
+  put = [r for r in rows if r["workload"] == "put_option"]
+  lin = [r for r in rows if r["workload"] == "linear_mdp"]
+  assert len(put) + len(lin) == len(rows)
+
+  assert [r["agent"] for r in put] == list(numpy_offline.AGENTS)
+  for r in put:
+    assert (r["N"], r["anchors"], r["d"], r["H"]) == (50, 30, 31, 20)
+    assert r["dtype"] == "float64"
+    for k in ("drjax", "drjax_jit"):
+      _check_timing(r[k], first=True)
+      # >= 0, not >= 1: another test in this worker may have compiled the same program already.
+      assert r[k]["compile_s"] >= 0 and r[k]["compiles"] >= 0
+    for k in ("numpy", "numpy_1thread", "numpy_default"):
+      _check_timing(r[k], first=k == "numpy")
+    assert r["numpy"]["warm_min_s"] == min(r["numpy_1thread"]["warm_min_s"],
+                                           r["numpy_default"]["warm_min_s"])
+    assert r["ratio_numpy_over_drjax"] == pytest.approx(
+        r["numpy"]["warm_min_s"] / r["drjax"]["warm_min_s"])
+    assert r["published_s"] is None and r["ratio_published_over_drjax"] is None  # N = 50
+    assert r["max_abs_w_diff"] < TOL * max(1.0, r["w_scale"])
+
+  assert [r["program"] for r in lin] == ["pipeline", "fit_buffer", "fit_stats", "numpy_loop",
+                                         "numpy_batched"]
+  for r in lin:
+    assert (r["seeds"], r["N"], r["d"], r["H"]) == (offline.LINEAR_QUICK_SEEDS, 100, 4, 3)
+    t = r.get("drjax") or r.get("numpy")
+    _check_timing(t, first=True)
+    if "drjax" in r:
+      assert r["drjax"]["compile_s"] >= 0
+    else:
+      assert r["max_abs_w_diff"] < TOL
+    assert r["ratio_over_drjax_fit_buffer"] == pytest.approx(
+        t["warm_min_s"] / lin[1]["drjax"]["warm_min_s"])
+  assert isinstance(lin[0]["under_1s"], bool)
+  assert math.isfinite(lin[0]["value_mean"])
+
+  md = offline.markdown(rows)
+  for a in numpy_offline.AGENTS:
+    assert f"| {a} | 50 | 30 (31) |" in md
+  for r in lin:
+    assert f"| {r['program']}: " in md
+  assert offline.markdown(put).count("\n|") == 2 + len(put)  # header, rule, one line per row
+
+
+def test_published_reference_covers_the_grid():
+  for n, anchors in offline.PUT_GRID_FULL:
+    for a in ("pevi", "drpvi"):
+      assert _pos(offline.PUBLISHED[(a, n, anchors)])
+  assert not any(k[0] == "va-drpvi" for k in offline.PUBLISHED)  # none published
+  assert set(offline.PUT_GRID_DEFAULT) <= set(offline.PUT_GRID_FULL)
+
+
+def _assert_agree(res):
+  assert res["dtype"] == "float64"
+  for a in numpy_offline.AGENTS:
+    assert res[a]["w"] < TOL, (a, res[a])
+    assert res[a]["pinv"] < TOL, (a, res[a])
+
+
+@pytest.mark.parametrize("behavior,n", [("fixed", 40), ("uniform", 300)])
+def test_numpy_agrees_with_drjax_put_option(behavior, n):
+  # n = 300 > robust.SORT_FREE_MAX_ATOMS: drjax's sort + prefix-sum path; 40: its product path.
+  env = drjax.PutOption(num_anchors=30, horizon=20, variant="notebook")
+  b = data.fixed(1) if behavior == "fixed" else data.uniform(env.num_actions)
+  res = numpy_offline.check_agreement(env, env.make_params(), b, n, rho=0.1, beta=0.1, lam=1.0)
+  _assert_agree(res)
+  assert res["drpvi"]["w_scale"] > 0 and res["va-drpvi"]["w_scale"] > 0
+  if behavior == "uniform":  # exercised options: nonzero rewards for PEVI's regression
+    assert res["pevi"]["w_scale"] > 0
+
+
+@pytest.mark.parametrize("n,rho", [(100, "paper"), (300, 0.3)])
+def test_numpy_agrees_with_drjax_linear_mdp(n, rho):
+  env = drjax.LinearMDP()
+  if rho == "paper":
+    rho = np.zeros((env.horizon, env.feature_dim))
+    rho[0, 3] = 0.4
+  res = numpy_offline.check_agreement(env, env.make_params(xi_norm=0.2),
+                                      data.uniform(env.num_actions), n, rho=rho, beta=1.0,
+                                      lam=0.1)
+  _assert_agree(res)
+  for a in numpy_offline.AGENTS:
+    assert res[a]["w_scale"] > 0
+
+
+@pytest.mark.parametrize("n", [50, 300])
+def test_tv_nu_matches_drjax_kernel(n):
+  """The exact alpha maximization, also off the fast path (targets outside [0, H], invalid
+  samples), against ``robust.alpha_max_atoms`` with ``vmin`` = the data minimum."""
+  rng = np.random.default_rng(n)
+  d, H = 5, 10.0
+  for lo, hi in ((-2.0, 12.0), (0.0, H)):
+    g = rng.standard_normal((n, d))
+    v = rng.uniform(lo, hi, n)
+    v[: n // 5] = v[n // 5: 2 * (n // 5)]  # ties
+    valid = rng.uniform(size=n) > 0.1
+    v = np.where(valid, v, 0.0)
+    g = g * valid[:, None]
+    a = rng.standard_normal((d, d))
+    pinv = np.linalg.inv(a @ a.T + np.eye(d))
+    rho = rng.uniform(0, 1, d)
+    m = v[valid].min()
+    want, _ = robust.alpha_max_atoms(pinv, g, v, rho, H, vmin=m)
+    got = numpy_offline.tv_nu(pinv[None], g[None], v[None], valid[None], rho[None], H)[0]
+    np.testing.assert_allclose(got, np.asarray(want), rtol=0, atol=1e-10)
+
+
+def test_batched_equals_per_seed_and_prefix_sums():
+  env = drjax.LinearMDP()
+  params = env.make_params(xi_norm=0.2)
+  keys = jax.random.split(jax.random.key(3), 4)
+  dss = [numpy_offline.from_drjax(data.collect(env, params, data.uniform(env.num_actions), k,
+                                               30)) for k in keys]
+  batch = numpy_offline.NpDataset(*(np.stack(x) for x in zip(*dss)))
+  kw = dict(rho=0.2, beta=1.0, lam=0.1)
+  w_b = numpy_offline.drpvi(batch, **kw)["w"]
+  pilot = numpy_offline.NpDataset(*(x[::-1].copy() for x in batch))
+  w_vb = numpy_offline.va_drpvi(batch, pilot, **kw)["w"]
+  for i, ds in enumerate(dss):
+    np.testing.assert_allclose(w_b[i], numpy_offline.drpvi(ds, **kw)["w"], atol=1e-12)
+    p = numpy_offline.NpDataset(*(x[len(dss) - 1 - i] for x in batch))
+    np.testing.assert_allclose(w_vb[i], numpy_offline.va_drpvi(ds, p, **kw)["w"], atol=1e-12)
+  x = np.random.default_rng(0).standard_normal((2, 1000 + 7, 3))
+  np.testing.assert_allclose(numpy_offline.prefix_sums(x), np.cumsum(x, axis=1), atol=1e-10)
