@@ -156,8 +156,12 @@ def test_sweep_runs_every_registered_agent_and_the_cli_rejects_bad_input(tmp_pat
                     (["--agents", "pevi", "--trajectories", "0"], "--trajectories"),
                     (["--agents", "pevi", "--behavior", "fixed:99"], "behavior: fixed:A")):
     out = tmp_path / "o"
-    with pytest.raises(SystemExit) as e:
-      cli.main(["sweep", *argv, "--out", str(out), "--quiet"])
+    x64 = jax.config.jax_enable_x64  # the sweep command sets the precision of its process
+    try:
+      with pytest.raises(SystemExit) as e:
+        cli.main(["sweep", *argv, "--out", str(out), "--quiet", "--x64"])
+    finally:
+      jax.config.update("jax_enable_x64", x64)
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0], err
