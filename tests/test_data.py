@@ -166,6 +166,21 @@ def test_sweep_runs_every_registered_agent_and_the_cli_rejects_bad_input(tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0], err
     assert not out.exists()
+  # A successful offline sweep through the command: files with the trajectories column.
+  out = tmp_path / "ok"
+  x64 = jax.config.jax_enable_x64
+  try:
+    assert cli.main(["sweep", "--agents", "pevi", "drpvi", "--trajectories", "3", "5",
+                     "--behavior", "fixed:2", "--seeds", "2", "--rho", "0.2", "--targets",
+                     "q=0:1:2", "--out", str(out), "--quiet", "--x64"]) == 0
+  finally:
+    jax.config.update("jax_enable_x64", x64)
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  df = pd.read_parquet(out / "results.parquet")
+  assert set(df["trajectories"]) == {3.0, 5.0} and set(df["agent"].astype(str)) == {"pevi",
+                                                                                    "drpvi"}
+  cfg = json.load(open(out / "sweep.json"))["config"]
+  assert cfg["behavior"] == "fixed:2" and cfg["trajectories"] == [3, 5]
   _check_raises(ValueError, "agents: must be a list of agent names", sweeps.validate,
                 sweeps.SweepConfig(agents="drpvi"))
   json.dumps(registry.get("va-drpvi").describe())
