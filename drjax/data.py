@@ -189,7 +189,7 @@ def collect(env, params, behavior: Callable, key, num_trajectories: int, *,
     env.validate(params)
     _check_behavior(env, params, behavior, key)
     ds = _collect_jit(env, params, behavior, key, n)
-    if check:
+    if check and not isinstance(ds.action, jax.core.Tracer):  # traced behavior parameters
       a = np.asarray(ds.action)
       bad = (a < 0) | (a >= env.num_actions)
       if bad.any():

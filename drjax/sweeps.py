@@ -143,7 +143,8 @@ class SweepConfig:
     save_returns: also keep every run's ``[K]`` training returns (``returns.npy``).
     trajectories: offline agents: dataset sizes N (a sweep axis, like rho: the largest dataset
       is collected once per seed and each size uses its first N trajectories, so one compiled
-      program serves every size and the datasets are nested).
+      program serves every size and the datasets are nested). VA-DRPVI also collects an
+      independent pilot of the same size (2N trajectories in all; the column counts D).
     behavior: offline agents' behavior policy: ``"uniform"`` (the DRPVI paper's) or
       ``"fixed:A"`` (always action A; ``"fixed:1"`` holds the put option, as the R2PVI code).
   """

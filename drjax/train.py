@@ -377,8 +377,8 @@ def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "a
       ds = data_lib.with_size(ds, size)
       pilot = None if pilot is None else data_lib.with_size(pilot, size)
     model = env.model(env_params) if finite else None
-    qf = agent.fit(ds, hparams, pilot=pilot, model=model,
-                   form="stats" if finite else "buffer")
+    stats = finite and getattr(cfg, "variance", None) != "alg2"  # alg2: buffer form only
+    qf = agent.fit(ds, hparams, pilot=pilot, model=model, form="stats" if stats else "buffer")
     valid = ds.valid.astype(ds.reward.dtype)
     ret = jnp.sum(jnp.sum(ds.reward, axis=0) * valid) / jnp.sum(valid)
     return FitOutput(final_qf=qf, data_return=ret, dataset=ds if keep_data else None)

@@ -324,3 +324,55 @@ def test_rho0_max_exceeds_the_ridge_of_v_on_the_paper_mdp_by_a_measured_amount()
   gaps = np.asarray(gaps)
   assert gaps.min() > -1e-10
   assert gaps.max() < 0.5  # bounded; the README quotes the measured maximum
+
+
+def test_long_horizon_scan_path_matches_oracle():
+  # H = 7 > pieces.backward's unroll limit: the lax.scan path, with an invalid trajectory.
+  env = drjax.RandomLinearMDP(num_states=6, num_actions=3, feature_dim=4, horizon=7)
+  params = env.sample_params(jax.random.key(11))
+  ds = data.collect(env, params, data.uniform(3), jax.random.key(12), 25)
+  ds = ds._replace(valid=ds.valid.at[4].set(False))
+  pilot = data.collect(env, params, data.uniform(3), jax.random.key(13), 20)
+  rho = _rho(7, 4, 6)
+  for agent, ref in (
+      (offline.pevi(7, 4, 3), oo.pevi(_np(ds), 0.2, 0.1)),
+      (offline.drpvi(7, 4, 3, vmin="data"), oo.drpvi(_np(ds), rho, 0.05, 0.1)),
+      (offline.va_drpvi(7, 4, 3, vmin="data"),
+       oo.va_drpvi(_np(ds), _np(pilot), rho, 0.05, 0.1))):
+    kw = {"beta": 0.2} if agent.name == "PEVI" else {"rho": rho, "beta": 0.05}
+    qf = agent.fit(ds, offline.make_hparams(agent, lam=0.1, **kw), pilot=pilot)
+    _compare(qf, ref, ds, agent)
+
+
+def test_batched_hyperparameters_broadcast_and_one_setting_per_fit(lin_data):
+  ds, pilot = lin_data
+  agent = offline.drpvi(3, 4, 16)
+  rho = _rho(3, 4, 8)
+  hp = offline.make_hparams(agent, rho=rho, beta=[0.1, 0.5, 1.0], lam=[0.1, 0.2, 0.3])
+  assert hp.rho.shape == (3, 3, 4) and hp.beta.shape == (3,) and hp.lam.shape == (3,)
+  batched = jax.vmap(lambda h: agent.fit(ds, h))(hp)
+  for j, (b, l) in enumerate(((0.1, 0.1), (0.5, 0.2), (1.0, 0.3))):
+    one = agent.fit(ds, offline.make_hparams(agent, rho=rho, beta=b, lam=l))
+    np.testing.assert_allclose(np.asarray(batched.w[j]), np.asarray(one.w), atol=1e-12)
+  with pytest.raises(ValueError, match=r"hparams\.lam must have shape \(\)"):
+    agent.fit(ds, offline.make_hparams(agent, rho=rho)._replace(lam=jnp.full((4,), 0.1)))
+  with pytest.raises(ValueError, match=r"hparams\.rho must have shape \(3, 4\)"):
+    agent.fit(ds, hp)
+
+
+def test_pilot_of_another_dtype_and_traced_behavior_parameters(lin_data):
+  ds, pilot = lin_data
+  va = offline.va_drpvi(3, 4, 16)
+  hp = offline.make_hparams(va, rho=0.2)
+  p32 = pilot._replace(**{f: getattr(pilot, f).astype(jnp.float32)
+                          for f in ("phi", "reward", "next_phi", "theta")})
+  a = va.fit(ds, hp, pilot=p32)
+  b = va.fit(ds, hp, pilot=pilot)
+  assert a.w.dtype == ds.phi.dtype
+  np.testing.assert_allclose(np.asarray(a.w), np.asarray(b.w), atol=1e-5)
+  agent = offline.drpvi(3, 4, 16)
+  qf = agent.fit(ds, offline.make_hparams(agent, rho=0.2))
+  eps = jnp.array([0.0, 1.0])
+  out = jax.vmap(lambda e: data.collect(LIN, LIN_P, data.epsilon_greedy(agent, qf, e),
+                                        jax.random.key(1), 10))(eps)
+  assert out.action.shape == (2, 3, 10)

@@ -174,6 +174,12 @@ def atoms(ds: data_lib.Dataset, weights: Array | None = None, model=None,
   return _Atoms(gw, ds.next_phi, ds.next_fail, mask, gram, reward_sum, all_phi, all_fail)
 
 
+def _cast(ds: data_lib.Dataset, dtype) -> data_lib.Dataset:
+  """``ds`` with its float fields in ``dtype`` (a pilot loaded from a float32 file under x64)."""
+  return ds._replace(**{f: getattr(ds, f).astype(dtype)
+                        for f in ("phi", "reward", "next_phi", "theta")})
+
+
 def _resolve_form(form: str, model, ds) -> str:
   if form not in FORMS:
     raise ValueError(f"form must be one of {FORMS}, got {form!r}")
@@ -259,8 +265,9 @@ def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
   """Validated hyperparameters of ``agent`` (defaults: the experiments' ``beta = 1``,
   ``lam = 0.1``, ``rho = 0``, ``var_shift = 0``; ``theory_hparams`` gives the papers' constants).
 
-  ``rho`` may be a scalar (every (h, i)) or an ``[..., H, d]`` array; leading batch axes of any
-  field broadcast (``jax.vmap`` over them: one compilation serves the grid). A name the agent does
+  ``rho`` may be a scalar (every (h, i)) or an ``[..., H, d]`` array; leading batch axes of the
+  fields are broadcast to one common batch shape, so ``jax.vmap`` over the result (``in_axes=0``)
+  sweeps the grid with one compilation. A name the agent does
   not have (e.g. ``rho`` for PEVI) is a ``ValueError`` listing its hyperparameters.
   """
   cls = agent.hparams_type
@@ -277,6 +284,10 @@ def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
     out[f] = x
   hp = cls(**out)
   _validate_fields(hp, H, d, agent.name)
+  batch = np.broadcast_shapes(*[x.shape[:-2] if f == "rho" else x.shape
+                                for f, x in hp._asdict().items()])
+  hp = cls(**{f: np.broadcast_to(x, batch + ((H, d) if f == "rho" else ()))
+              for f, x in hp._asdict().items()})
   dtype = dtype or jnp.result_type(float)
   return cls(*(jnp.asarray(x, dtype) for x in hp))
 
@@ -355,7 +366,8 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
              grid_size: int = 0) -> OfflineAgent:
   """VA-DRPVI (Liu & Xu, NeurIPS 2024): variance-weighted DRPVI with a pilot dataset D'.
 
-  1. DRPVI on the pilot D' gives ``V'_{h+1}``.
+  1. DRPVI on the pilot D' gives ``V'_{h+1}`` (with VA-DRPVI's own rho, beta and lambda and
+     options; the paper does not fix the pilot's hyperparameters).
   2. ``variance="alg3"`` (Appendix B, the default): ``z1, z2`` ridge regressions (on D') of
      ``V'_{h+1}`` and ``V'^2_{h+1}``; ``sigma_h^2(phi) = max{1, clip(phi^T z2, 0, H^2) -
      clip(phi^T z1, 0, H)^2 - var_shift}``, once per step.
@@ -471,6 +483,9 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     if form == "auto" and agent.needs_pilot and cfg.variance == "alg2":
       form = "buffer"
     form = _resolve_form(form, model, ds)
+    _check_hparam_shapes(agent, hparams)
+    if agent.needs_pilot and cfg.variance == "alg2" and form == "stats":
+      raise ValueError("variance='alg2' runs in the buffer form only: fit(..., form='buffer')")
     concrete = not any(isinstance(x, jax.core.Tracer)
                        for x in jax.tree_util.tree_leaves((ds, hparams, pilot, model)))
     if concrete:
@@ -488,6 +503,7 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     if algo == "drpvi":
       return pass_(atoms(ds, None, model, form), theta, hparams, True, vmin_mode)[0]
     # VA-DRPVI: DRPVI on the pilot, then the weighted pass on ds.
+    pilot = _cast(pilot, dtype)
     p_at = atoms(pilot, None, model, form)
     p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
     p_qf, p_v, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, True, vmin_mode)
@@ -547,6 +563,7 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
 
   def weights_core(ds, hparams, pilot, model, form):
     dtype = ds.phi.dtype
+    pilot = _cast(pilot, dtype)
     vmin_mode = cfg.vmin if cfg.vmin != "auto" else ("exact" if model is not None else "data")
     p_at = atoms(pilot, None, model, form)
     p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
@@ -569,6 +586,20 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
   return agent
 
 
+def _check_hparam_shapes(agent: OfflineAgent, hparams) -> None:
+  """One setting per fit (shapes are static, so this runs on traced values too): rho ``[H, d]``,
+  every other field a scalar; a batch is ``jax.vmap``-ed over, not passed in."""
+  if not isinstance(hparams, agent.hparams_type):
+    check_hparams(agent, hparams)  # the TypeError naming the expected type
+  H, d = agent.config.horizon, agent.config.feature_dim
+  for f, x in hparams._asdict().items():
+    want = (H, d) if f == "rho" else ()
+    if tuple(np.shape(x)) != want:
+      raise ValueError(f"{agent.name}.fit takes one hyperparameter setting: hparams.{f} must have "
+                       f"shape {want}, got {tuple(np.shape(x))} (jax.vmap fit over a batch of "
+                       "settings)")
+
+
 def _check_fit_args(agent: OfflineAgent, ds, hparams, pilot, model, form) -> None:
   """Host-side checks before anything is traced (``TypeError``/``ValueError`` naming the
   argument)."""
@@ -576,9 +607,6 @@ def _check_fit_args(agent: OfflineAgent, ds, hparams, pilot, model, form) -> Non
   dims = (cfg.horizon, cfg.feature_dim, cfg.num_actions)
   data_lib.check_dataset(ds, *dims, name="dataset")
   check_hparams(agent, hparams)
-  if np.ndim(getattr(hparams, "beta")) != 0:
-    raise ValueError(f"{agent.name}.fit takes one hyperparameter setting (scalar beta); vmap "
-                     f"fit over a batch (got beta of shape {np.shape(hparams.beta)})")
   if agent.needs_pilot:
     if pilot is None:
       raise ValueError(f"{agent.name} needs an independent pilot dataset: fit(dataset, hparams, "
@@ -598,6 +626,4 @@ def _check_fit_args(agent: OfflineAgent, ds, hparams, pilot, model, form) -> Non
       data_lib._state_range(ds, S, "dataset")  # pylint: disable=protected-access
       if pilot is not None and agent.needs_pilot:
         data_lib._state_range(pilot, S, "pilot")  # pylint: disable=protected-access
-  if agent.needs_pilot and agent.config.variance == "alg2" and form == "stats":
-    raise ValueError("variance='alg2' runs in the buffer form only: fit(..., form='buffer')")
 
