@@ -267,16 +267,24 @@ def check_dataset(ds, horizon: int, feature_dim: int, num_actions: int,
     if got != shape:
       raise ValueError(f"{name}.{f} must have shape {list(shape)} for (H, N, d, A) = "
                        f"({H}, {N}, {d}, {A}), got {list(got)}")
-  if N == 0 or not np.any(np.asarray(ds.valid)):
+  if N == 0:
     raise ValueError(f"{name} is empty: it needs at least one valid trajectory")
-  for f in ("phi", "reward", "next_phi", "theta"):
-    x = np.asarray(getattr(ds, f))
-    if not np.all(np.isfinite(x)):
+  # One fused pass on the device (no host copy of the arrays): any valid, finite fields, actions.
+  anyv, finite, amin, amax = (np.asarray(x) for x in _summary(ds))
+  if not anyv:
+    raise ValueError(f"{name} is empty: it needs at least one valid trajectory")
+  for f, ok in zip(("phi", "reward", "next_phi", "theta"), finite):
+    if not ok:
       raise ValueError(f"{name}.{f} must be finite")
-  a = np.asarray(ds.action)
-  if a.size and (a.min() < 0 or a.max() >= A):
-    raise ValueError(f"{name}.action must lie in [0, {A - 1}], got values in "
-                     f"[{a.min()}, {a.max()}]")
+  if amin < 0 or amax >= A:
+    raise ValueError(f"{name}.action must lie in [0, {A - 1}], got values in [{amin}, {amax}]")
+
+
+@jax.jit
+def _summary(ds: Dataset):
+  finite = jnp.stack([jnp.all(jnp.isfinite(x)) for x in (ds.phi, ds.reward, ds.next_phi,
+                                                         ds.theta)])
+  return jnp.any(ds.valid), finite, jnp.min(ds.action), jnp.max(ds.action)
 
 
 def _state_range(ds: Dataset, num_states: int, name: str) -> None:
