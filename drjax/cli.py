@@ -349,7 +349,7 @@ SWEEP_PRESETS = {"paper": ("paper", "paper", "optimistic"),
 # DIR/sweep.json when none is given).
 _CONFIG_FLAGS = ("env", "env_arg", "agents", "seeds", "episodes", "rho", "rho_at", "beta", "lam",
                  "env_param", "targets", "test_episodes", "seed", "preset", "x64", "save_returns",
-                 "trajectories", "behavior")
+                 "trajectories", "behavior", "reg_weight")
 _EXEC_CONFIG_FLAGS = ("chunk", "memory_mb", "seed_ids")  # also allowed with --from
 _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "seeds": "--seeds",
                 "seed_ids": "--seed-ids", "episodes": "--episodes", "rho": "--rho",
@@ -359,7 +359,7 @@ _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "
                 "memory_mb": "--memory-mb", "dtype": "--x64", "devices": "--devices",
                 "part": "--part", "out": "--out", "from": "--from", "bonus": "--preset",
                 "clip": "--preset", "tie_break": "--preset", "trajectories": "--trajectories",
-                "behavior": "--behavior"}
+                "behavior": "--behavior", "reg_weight": "--reg-weight"}
 
 
 def _agent_names(kind=None):
@@ -393,6 +393,9 @@ def _add_sweep_parser(sub) -> None:
                  help="rho values in [0, 1], robust agents only (default: 0)")
   g.add_argument("--trajectories", type=int, nargs="+", default=None, metavar="N",
                  help="offline agents: dataset sizes N, a sweep axis (default: 100)")
+  g.add_argument("--reg-weight", type=float, nargs="+", default=None, metavar="W",
+                 help="regularization weights > 0 of the robust regularized agents (r2pvi-*), "
+                      "a sweep axis (default: 0.1)")
   g.add_argument("--behavior", default=None, metavar="POLICY",
                  help="offline agents' behavior policy: uniform (default) or fixed:A (always "
                       "action A; fixed:1 holds the put option)")
@@ -489,6 +492,8 @@ def _sweep_config_kwargs(parser, args) -> dict:
     kw["trajectories"] = tuple(args.trajectories)
   if args.behavior is not None:
     kw["behavior"] = args.behavior
+  if args.reg_weight is not None:
+    kw["reg_weight"] = tuple(args.reg_weight)
   for name in ("seeds", "episodes", "test_episodes"):
     v = getattr(args, name)
     if v is not None:

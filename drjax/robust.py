@@ -669,3 +669,139 @@ def _max_candidates(z: Array, c: Array, rho: Array, vmin) -> tuple[Array, Array]
   nu = jnp.max(vals, axis=1)
   alpha = jnp.min(jnp.where(vals >= nu[:, None], c[None, :], jnp.inf), axis=1)
   return nu, alpha
+
+
+# --------------------------------------------------------------------------------------------
+# Regularized chi-square dual and KL-constrained dual over regression atoms (R2PVI, DRVI-L).
+# --------------------------------------------------------------------------------------------
+
+
+def chi2_dual_max(M: Array, v: Array, weight, horizon) -> Array:
+  """Exact ``max_{alpha in [0, H]} z_i(alpha) - (z2_i(alpha) - z_i(alpha)^2) / (4 w_i)``.
+
+  ``z(alpha) = M @ min(v, alpha)`` and ``z2(alpha) = M @ min(v, alpha)^2`` (ridge estimates of
+  ``E[V]_alpha`` and ``E[V]_alpha^2``, ``M = Lambda^-1 g^T``). Between consecutive sorted targets
+  ``z_i = A + alpha B`` and ``z2_i = C + alpha^2 B``, so the objective is a quadratic in alpha on
+  every interval: its maximum over ``[0, H]`` is at an interval's end or at the stationary point
+  of a concave piece. All intervals are evaluated at once after one sort and prefix sums
+  (``O(n log n + n d)``), exact up to rounding.
+
+  Args:
+    M: ``[d, n]`` ridge operator.
+    v: ``[n]`` targets.
+    weight: ``[d]`` or ``[]`` regularization weights > 0.
+    horizon: ``[]`` H.
+
+  Returns:
+    ``[d]`` maxima.
+  """
+  chex.assert_rank(M, 2)
+  chex.assert_shape(v, (M.shape[1],))
+  dtype = _float_dtype(M, v)
+  d, n = M.shape
+  w4 = 4.0 * jnp.broadcast_to(jnp.asarray(weight, dtype), (d,))[:, None]
+  horizon = jnp.asarray(horizon, dtype)
+  v = jnp.asarray(v, dtype)
+  order = _argsort(v)
+  vs = v[order]
+  ms = M.astype(dtype)[:, order]
+  zero_col = jnp.zeros((d, 1), dtype)
+  cm = jnp.concatenate([zero_col, _prefix_sum(ms)], axis=1)  # [d, n + 1]
+  cmv = jnp.concatenate([zero_col, _prefix_sum(ms * vs[None, :])], axis=1)
+  cmv2 = jnp.concatenate([zero_col, _prefix_sum(ms * (vs * vs)[None, :])], axis=1)
+  c = jnp.concatenate([jnp.zeros((1,), dtype), jnp.clip(vs, 0, horizon), horizon[None]])
+  lo, hi = c[:-1], c[1:]  # n + 1 intervals
+  p = jnp.searchsorted(vs, lo, side="right")  # targets at or below the interval's left end
+  A, C = cmv[:, p], cmv2[:, p]
+  B = cm[:, n:] - cm[:, p]
+
+  def f(alpha):
+    z = A + alpha * B
+    return z - (C + alpha * alpha * B - z * z) / w4
+
+  a1 = B + 2.0 * A * B / w4
+  a2 = (B * B - B) / w4
+  concave = a2 < 0
+  stat = jnp.where(concave, -a1 / (2.0 * jnp.where(concave, a2, -1.0)), lo[None, :])
+  stat = jnp.clip(stat, lo[None, :], hi[None, :])
+  vals = jnp.maximum(jnp.maximum(f(lo[None, :]), f(hi[None, :])), f(stat))
+  return jnp.max(vals, axis=1)
+
+
+KL_SEARCH_BOUNDS = (1e-4, 1e4)  # alpha range of the KL-constrained dual's search
+KL_SEARCH_GRID = 64
+
+
+def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
+                   bounds=KL_SEARCH_BOUNDS, grid_size: int = KL_SEARCH_GRID) -> Array:
+  """``max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i`` by a bounded 1-D search (NOT exact).
+
+  ``zhat(alpha) = M @ exp(-v / alpha)`` (a ridge estimate of ``E exp(-V / alpha)``), clipped to
+  ``[exp(-H/alpha), 1]`` as the public DRVI-L code does below (it clips at 1e-6) and the valid range
+  requires; computed as ``exp(-m/alpha) M @ exp(-(v - m)/alpha)`` with ``m = min v`` so small
+  alpha neither overflows nor underflows. The search: ``grid_size`` log-spaced alphas in
+  ``bounds``, then golden-section refinement of the best grid cell in ``log alpha`` until the
+  bracket is narrower than ``tol`` (a fixed iteration count, so it traces once). The result is a
+  lower bound of the maximum, within the objective's variation over a ``tol``-wide bracket.
+
+  Args:
+    M: ``[d, n]`` ridge operator; v: ``[n]`` targets; mask: ``[n]`` atoms in use or None;
+    rho: ``[d]`` or ``[]`` radii >= 0; horizon: H; tol: bracket width in log(alpha), > 0.
+
+  Returns:
+    ``[d]``.
+  """
+  import math  # pylint: disable=g-import-not-at-top
+  chex.assert_rank(M, 2)
+  dtype = _float_dtype(M, v)
+  d, n = M.shape
+  M = M.astype(dtype)
+  v = jnp.asarray(v, dtype)
+  rho = jnp.broadcast_to(jnp.asarray(rho, dtype), (d,))
+  horizon = jnp.asarray(horizon, dtype)
+  m = jnp.min(v if mask is None else jnp.where(mask, v, jnp.inf))
+  m = jnp.where(jnp.isfinite(m), m, 0.0)
+  vm = v if mask is None else jnp.where(mask, v, m)
+  excess = vm - m  # >= 0
+
+  def value(alpha, zu):
+    tiny = jnp.finfo(dtype).tiny
+    logz = jnp.where(zu > 0, -m / alpha + jnp.log(jnp.maximum(zu, tiny)), -jnp.inf)
+    logz = jnp.clip(logz, -horizon / alpha, 0.0)
+    return -alpha * logz - alpha * rho
+
+  la = jnp.linspace(math.log(bounds[0]), math.log(bounds[1]), grid_size, dtype=dtype)
+  u = jnp.exp(-excess[None, :] / jnp.exp(la)[:, None])  # [G, n]
+  grid_vals = jax.vmap(lambda a, z: value(a, z), in_axes=(0, 1), out_axes=1)(
+      jnp.exp(la), M @ u.T)  # [d, G]
+  j = jnp.argmax(grid_vals, axis=1)
+  step = la[1] - la[0]
+  a = jnp.maximum(la[j] - step, la[0])  # the search stays inside ``bounds``
+  b = jnp.minimum(la[j] + step, la[-1])
+
+  def f(x):  # x [d] log alpha per coordinate
+    alpha = jnp.exp(x)
+    zu = jnp.sum(M * jnp.exp(-excess[None, :] / alpha[:, None]), axis=1)
+    return value(alpha, zu)
+
+  invphi = (math.sqrt(5.0) - 1.0) / 2.0
+  iters = max(1, int(math.ceil(math.log(tol / (2.0 * (math.log(bounds[1]) - math.log(bounds[0])) /
+                                                  (grid_size - 1))) / math.log(invphi))))
+
+  def body(_, st):
+    a, b, x1, x2, f1, f2 = st
+    left = f1 >= f2
+    b = jnp.where(left, x2, b)
+    a = jnp.where(left, a, x1)
+    x2n = jnp.where(left, x1, a + invphi * (b - a))
+    x1n = jnp.where(left, b - invphi * (b - a), x2)
+    fn = f(jnp.where(left, x1n, x2n))
+    f1n = jnp.where(left, fn, f2)
+    f2n = jnp.where(left, f1, fn)
+    return a, b, x1n, x2n, f1n, f2n
+
+  x1 = b - invphi * (b - a)
+  x2 = a + invphi * (b - a)
+  st = jax.lax.fori_loop(0, iters, body, (a, b, x1, x2, f(x1), f(x2)))
+  best = jnp.maximum(jnp.max(grid_vals, axis=1), jnp.maximum(st[4], st[5]))
+  return best

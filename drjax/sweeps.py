@@ -147,6 +147,8 @@ class SweepConfig:
       independent pilot of the same size (2N trajectories in all; the column counts D).
     behavior: offline agents' behavior policy: ``"uniform"`` (the DRPVI paper's) or
       ``"fixed:A"`` (always action A; ``"fixed:1"`` holds the put option, as the R2PVI code).
+    reg_weight: regularization weights (> 0) of the robust regularized agents (R2PVI), a sweep
+      axis of theirs (every (h, i)).
   """
 
   env: str = "linear-mdp"
@@ -172,6 +174,7 @@ class SweepConfig:
   save_returns: bool = False
   trajectories: tuple = (100,)
   behavior: str = "uniform"
+  reg_weight: tuple = (0.1,)
 
   # -------------------------------------------------------------- (de)serialization
   def to_dict(self) -> dict:
@@ -190,7 +193,8 @@ class SweepConfig:
     def tup(x):
       return tuple(tup(v) for v in x) if isinstance(x, (list, tuple)) else x
 
-    for k in ("agents", "seed_ids", "rho", "rho_at", "beta", "lam", "targets", "trajectories"):
+    for k in ("agents", "seed_ids", "rho", "rho_at", "beta", "lam", "targets", "trajectories",
+              "reg_weight"):
       if d.get(k) is not None:
         d[k] = tup(d[k])
     if "env_params" in d:
@@ -379,6 +383,7 @@ def validate(config: SweepConfig) -> SweepConfig:
       raise _Error("rho_at", f"duplicate position in {out}")
     rho_at = tuple(out)
   beta = _floats("beta", c.beta, lo=0.0)
+  reg_weight = _floats("reg_weight", c.reg_weight, lo=0.0, lo_open=True)
   lam = _floats("lam", c.lam, lo=0.0, lo_open=True)
   # Environment parameters.
   if not isinstance(c.env_params, dict):
@@ -436,7 +441,7 @@ def validate(config: SweepConfig) -> SweepConfig:
                           f"jax.config.update('jax_enable_x64', {dtype == 'float64'}) first)")
   resolved = dataclasses.replace(
       c, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
-      trajectories=tuple(int(n) for n in traj),
+      trajectories=tuple(int(n) for n in traj), reg_weight=reg_weight,
       env_params=env_params, targets=targets, dtype=dtype, env_args=dict(c.env_args),
       memory_mb=float(c.memory_mb), save_returns=bool(c.save_returns))
   return resolved
@@ -455,6 +460,7 @@ class _Grid(NamedTuple):
   lam: np.ndarray        # [S]
   params: Any            # source env params pytree, leaves [S, ...]
   size: np.ndarray       # [S] dataset size N of offline settings (0 for online agents)
+  reg_weight: np.ndarray  # [S, H, d] regularization weights (1 for agents without one)
 
 
 def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
@@ -474,36 +480,44 @@ def _has_offline(config: SweepConfig) -> bool:
   return any(registry.get(a).kind == "offline" for a in config.agents)
 
 
+def _has_reg(config: SweepConfig) -> bool:
+  return any("reg_weight" in registry.get(a).hparams for a in config.agents)
+
+
 def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   H, d = env.horizon, env.feature_dim
   spec = registry.get(agent_name)
   rho_ids = list(range(len(config.rho))) if spec.robust else [-1]
   sizes = list(config.trajectories) if spec.kind == "offline" else [0]
+  regs = list(config.reg_weight) if "reg_weight" in spec.hparams else [np.nan]
   names = list(config.env_params)
-  rows = list(itertools.product(sizes, rho_ids, config.beta, config.lam,
+  rows = list(itertools.product(sizes, rho_ids, regs, config.beta, config.lam,
                                 *[config.env_params[n] for n in names]))
   scalar_rho = all(np.ndim(r) == 0 for r in config.rho)
   cols = {"rho_index": np.array([r[1] for r in rows], np.int64),
           "rho": np.array([float(config.rho[r[1]]) if (r[1] >= 0 and scalar_rho) else np.nan
-                           for r in rows], np.float64),
-          "beta": np.array([r[2] for r in rows], np.float64),
-          "lam": np.array([r[3] for r in rows], np.float64)}
+                           for r in rows], np.float64)}
+  if _has_reg(config):
+    cols["reg_weight"] = np.array([r[2] for r in rows], np.float64)
+  cols["beta"] = np.array([r[3] for r in rows], np.float64)
+  cols["lam"] = np.array([r[4] for r in rows], np.float64)
   if _has_offline(config):
     cols["trajectories"] = np.array([r[0] if r[0] else np.nan for r in rows], np.float64)
   params = []
   for r in rows:
-    params.append(_source_params(env, config, dict(zip(names, r[4:]))))
+    params.append(_source_params(env, config, dict(zip(names, r[5:]))))
   for field in ENV_PARAMS[config.env]:
     if config.env == "random":
-      vals = [dict(zip(names, r[4:])).get("instance", 0) for r in rows]
+      vals = [dict(zip(names, r[5:])).get("instance", 0) for r in rows]
       cols[field] = np.array(vals, np.int64)
     else:
       cols[field] = np.array([float(getattr(p, field)) for p in params], np.float64)
   rho = np.stack([_rho_array(config, H, d, config.rho[r[1]]) if r[1] >= 0 else np.zeros((H, d))
                   for r in rows])
+  reg = np.stack([np.full((H, d), 1.0 if np.isnan(r[2]) else r[2]) for r in rows])
   stacked = jax.tree_util.tree_map(lambda *x: np.stack([np.asarray(v) for v in x]), *params)
   return _Grid(cols, rho, cols["beta"], cols["lam"], stacked,
-               np.array([r[0] for r in rows], np.int32))
+               np.array([r[0] for r in rows], np.int32), reg)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -572,6 +586,7 @@ def layout(config: SweepConfig, env=None) -> Layout:
     n = len(config.beta) * len(config.lam) * math.prod(len(v) for v in config.env_params.values())
     spec = registry.get(a)
     n *= len(config.trajectories) if spec.kind == "offline" else 1
+    n *= len(config.reg_weight) if "reg_weight" in spec.hparams else 1
     nsettings.append((a, n * (len(config.rho) if spec.robust else 1)))
   seed_ids = config.seed_ids if config.seed_ids is not None else tuple(range(config.seeds))
   max_runs = max(s for _, s in nsettings) * len(seed_ids)
@@ -1121,7 +1136,7 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
                                      max(config.trajectories) if offline else 0)
     tables = {"rho": grid.rho.astype(dtype), "beta": grid.beta.astype(dtype),
               "lam": grid.lam.astype(dtype), "targets": targets.astype(dtype),
-              "size": grid.size,
+              "size": grid.size, "reg_weight": grid.reg_weight.astype(dtype),
               "params": jax.tree_util.tree_map(
                   lambda x: x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x,
                   grid.params)}

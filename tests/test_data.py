@@ -129,7 +129,7 @@ def test_bad_datasets_and_arguments(tmp_path):
                 data.uniform(16), 3, 5)
   # Unknown agent names and options.
   _check_raises(ValueError, "registered agents: dr-lsvi-ucb, lsvi-ucb, pevi, drpvi, va-drpvi",
-                registry.get, "cql")
+                registry.get, "cql")  # (followed by any agents registered after these)
   _check_raises(ValueError, "has no option 'bonus'", registry.make, "pevi", LIN, bonus="paper")
   # Loading a file of the wrong environment; nothing else is written.
   path = tmp_path / "d.npz"

@@ -80,6 +80,28 @@ class VADRPVIHParams(NamedTuple):
   var_shift: Array
 
 
+class R2PVIHParams(NamedTuple):
+  """R2PVI's traced hyperparameters (Tang, Liu & Xu 2025): ``reg_weight [..., H, d]`` > 0, the
+  weight of the divergence penalty in the robust *regularized* Bellman equation (the paper's
+  lambda; named apart from the ridge ``lam``), ``beta``, ``lam``."""
+
+  reg_weight: Array
+  beta: Array
+  lam: Array
+
+
+class DRVILHParams(NamedTuple):
+  """DRVI-L's traced hyperparameters (Ma et al. 2022): ``rho [..., H, d]`` >= 0, the KL radius
+  (not bounded by 1), ``beta``, ``lam``."""
+
+  rho: Array
+  beta: Array
+  lam: Array
+
+
+_RHO_MAX = {DRVILHParams: np.inf}  # KL radii are unbounded; TV radii lie in [0, 1]
+
+
 class OfflineConfig(NamedTuple):
   """Static structure of an offline agent (hashable)."""
 
@@ -93,6 +115,7 @@ class OfflineConfig(NamedTuple):
   tie_break: str
   variance: str = "alg3"
   grid_size: int = 0
+  tol: float = 1e-6
 
 
 class OfflineAgent(NamedTuple):
@@ -198,17 +221,22 @@ def _resolve_form(form: str, model, ds) -> str:
 def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
   """Field-by-field checks naming the field (leading batch axes allowed)."""
   batch = []
+  rho_max = _RHO_MAX.get(type(hp), 1.0)
   for field, x in hp._asdict().items():
     if isinstance(x, jax.core.Tracer):
       return
     a = np.asarray(x, dtype=np.float64)
-    if field == "rho":
+    if field in HD_FIELDS:
       if a.ndim < 2 or a.shape[-2:] != (horizon, feature_dim):
-        raise ValueError(f"{name} hparams.rho must have shape (..., H, d) = (..., {horizon}, "
+        raise ValueError(f"{name} hparams.{field} must have shape (..., H, d) = (..., {horizon}, "
                          f"{feature_dim}), got {a.shape}")
-      if not np.all(np.isfinite(a)) or a.min() < 0 or a.max() > 1:
-        raise ValueError(f"{name} hparams.rho must lie in [0, 1], got values in "
+      if field == "rho" and (np.any(~np.isfinite(a)) or a.min() < 0 or a.max() > rho_max):
+        rng = "[0, 1]" if rho_max == 1.0 else ">= 0 (finite)"
+        raise ValueError(f"{name} hparams.rho must lie in {rng}, got values in "
                          f"[{np.nanmin(a)}, {np.nanmax(a)}]")
+      if field == "reg_weight" and (np.any(~np.isfinite(a)) or a.min() <= 0):
+        raise ValueError(f"{name} hparams.reg_weight (the regularization weight) must be > 0 and "
+                         f"finite, got values in [{np.nanmin(a)}, {np.nanmax(a)}]")
       batch.append(a.shape[:-2])
       continue
     lo_open = field == "lam"
@@ -236,7 +264,8 @@ def check_hparams(agent: OfflineAgent, hparams) -> None:
   _validate_fields(hparams, agent.config.horizon, agent.config.feature_dim, agent.name)
 
 
-EXPERIMENT_DEFAULTS = {"beta": 1.0, "lam": 0.1, "rho": 0.0, "var_shift": 0.0}
+EXPERIMENT_DEFAULTS = {"beta": 1.0, "lam": 0.1, "rho": 0.0, "var_shift": 0.0, "reg_weight": 0.1}
+HD_FIELDS = ("rho", "reg_weight")  # [H, d] per-(step, factor) hyperparameters
 
 
 def theory_hparams(agent: OfflineAgent, num_trajectories: int, delta: float = 0.1) -> dict:
@@ -258,7 +287,10 @@ def theory_hparams(agent: OfflineAgent, num_trajectories: int, delta: float = 0.
   if agent.hparams_type is DRPVIHParams:
     return {"beta": 4 * math.sqrt(d) * H * math.sqrt(math.log(2 * d * H * H * K / delta)),
             "lam": 1.0}
-  return {"beta": math.sqrt(d), "lam": 1.0 / H**2}
+  if agent.hparams_type is VADRPVIHParams:
+    return {"beta": math.sqrt(d), "lam": 1.0 / H**2}
+  raise ValueError(f"no theoretical constants recorded for {agent.name} (the R2PVI paper's are "
+                   "not verified here; pass beta and lam explicitly)")
 
 
 def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
@@ -279,14 +311,14 @@ def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
   out = {}
   for f in cls._fields:
     x = np.asarray(values.get(f, EXPERIMENT_DEFAULTS[f]), np.float64)
-    if f == "rho" and x.ndim == 0:
+    if f in HD_FIELDS and x.ndim == 0:
       x = np.full((H, d), float(x))
     out[f] = x
   hp = cls(**out)
   _validate_fields(hp, H, d, agent.name)
-  batch = np.broadcast_shapes(*[x.shape[:-2] if f == "rho" else x.shape
+  batch = np.broadcast_shapes(*[x.shape[:-2] if f in HD_FIELDS else x.shape
                                 for f, x in hp._asdict().items()])
-  hp = cls(**{f: np.broadcast_to(x, batch + ((H, d) if f == "rho" else ()))
+  hp = cls(**{f: np.broadcast_to(x, batch + ((H, d) if f in HD_FIELDS else ()))
               for f, x in hp._asdict().items()})
   dtype = dtype or jnp.result_type(float)
   return cls(*(jnp.asarray(x, dtype) for x in hp))
@@ -395,10 +427,79 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
   return _build("VA-DRPVI", "va-drpvi", cfg)
 
 
+R2PVI_DIVERGENCES = ("tv", "kl", "chi2")
+
+
+def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str = "tv",
+          penalty: str = "paper", truncation: str = "paper", vmin: str = "auto",
+          fail_zero: bool = True, tie_break: str = "optimistic") -> OfflineAgent:
+  """R2PVI (Tang, Liu & Xu, ICML 2025): pessimistic value iteration for the d-rectangular robust
+  *regularized* MDP, ``Q_h = r_h + sum_i phi_i inf_mu { E_mu V_{h+1} + reg_weight D(mu, mu0_{h,i}) }``.
+
+  Per factor, the regularized value of the divergence (``divergence``):
+
+  * ``"tv"``: the closed form ``E min(V, m + reg_weight)``, ``m = min_{s'} V(s')`` (``vmin``: exact
+    over a finite model's states, the data minimum, or 0 under a fail state; as DRPVI's);
+  * ``"kl"``: ``-reg_weight log E exp(-V / reg_weight)``, stably (``pieces.kl_reg_oracle``);
+  * ``"chi2"``: ``max_alpha E[V]_alpha - Var([V]_alpha) / (4 reg_weight)`` from two regressions,
+    maximized exactly over alpha in [0, H] (``robust.chi2_dual_max``).
+
+  Each is a ridge estimate per coordinate; penalty ``beta sum_i phi_i sqrt([Lambda^-1]_ii)``
+  (``penalty="notebook"``: the public code's form), ``Q = clip(phi^T (theta + w) - penalty, 0,
+  H - h + 1)``. Hyperparameters: ``R2PVIHParams(reg_weight, beta, lam)``.
+  """
+  if divergence not in R2PVI_DIVERGENCES:
+    raise ValueError(f"divergence must be one of {R2PVI_DIVERGENCES}, got {divergence!r}")
+  H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
+                           fail_zero, tie_break)
+  cfg = OfflineConfig(H, d, A, penalty, truncation, vmin, bool(fail_zero), tie_break)
+  names = {"tv": "R2PVI-TV", "kl": "R2PVI-KL", "chi2": "R2PVI-chi2"}
+  return _build(names[divergence], f"r2pvi-{divergence}", cfg)
+
+
+def r2pvi_tv(horizon, feature_dim, num_actions, **options) -> OfflineAgent:
+  """``r2pvi(..., divergence="tv")``."""
+  return r2pvi(horizon, feature_dim, num_actions, divergence="tv", **options)
+
+
+def r2pvi_kl(horizon, feature_dim, num_actions, **options) -> OfflineAgent:
+  """``r2pvi(..., divergence="kl")``."""
+  return r2pvi(horizon, feature_dim, num_actions, divergence="kl", **options)
+
+
+def r2pvi_chi2(horizon, feature_dim, num_actions, **options) -> OfflineAgent:
+  """``r2pvi(..., divergence="chi2")``."""
+  return r2pvi(horizon, feature_dim, num_actions, divergence="chi2", **options)
+
+
+def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
+           truncation: str = "paper", fail_zero: bool = True, tie_break: str = "optimistic",
+           tol: float = 1e-6) -> OfflineAgent:
+  """DRVI-L (Ma et al. 2022; the KL-constrained d-rectangular baseline of the R2PVI paper).
+
+  ``w_{h,i} = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_{h,i}`` with the ridge estimate
+  ``zhat(alpha)`` of ``E exp(-V / alpha)`` clipped to ``[exp(-H/alpha), 1]``, by a bounded 1-D
+  search (``robust.kl_dual_search``: a log-spaced grid, then golden section to ``tol`` in
+  log(alpha)): **not exact**, tolerance-limited. ``rho`` is the KL radius (>= 0, not bounded by
+  1). Hyperparameters: ``DRVILHParams(rho, beta, lam)``.
+  """
+  H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, "zero",
+                           fail_zero, tie_break)
+  if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+    raise ValueError(f"tol (the search tolerance in log alpha) must lie in (0, 1), got {tol!r}")
+  cfg = OfflineConfig(H, d, A, penalty, truncation, "zero", bool(fail_zero), tie_break,
+                      tol=float(tol))
+  return _build("DRVI-L", "drvi-l", cfg)
+
+
 @functools.lru_cache(maxsize=None)
 def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
   H, d, A = cfg.horizon, cfg.feature_dim, cfg.num_actions
-  hp_type = {"pevi": PEVIHParams, "drpvi": DRPVIHParams, "va-drpvi": VADRPVIHParams}[algo]
+  hp_type = {"pevi": PEVIHParams, "drpvi": DRPVIHParams, "va-drpvi": VADRPVIHParams,
+             "r2pvi-tv": R2PVIHParams, "r2pvi-kl": R2PVIHParams, "r2pvi-chi2": R2PVIHParams,
+             "drvi-l": DRVILHParams}[algo]
+  main_oracle = {"pevi": "ridge", "drpvi": "tv", "va-drpvi": "tv", "r2pvi-tv": "tv-reg",
+                 "r2pvi-kl": "kl-reg", "r2pvi-chi2": "chi2-reg", "drvi-l": "kl-con"}[algo]
   q_at = functools.partial(pieces.linear_q, sign=-1.0, width_form=cfg.penalty,
                            truncation=cfg.truncation, fail_zero=cfg.fail_zero)
 
@@ -427,7 +528,7 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       raise ValueError("vmin='exact' needs fit(..., model=...) (a finite environment's model)")
     return jnp.min(jnp.max(q_next(at.all_phi[h], at.all_fail), axis=-1))
 
-  def pass_(at: _Atoms, theta, hp, robust_agent: bool, vmin_mode: str):
+  def pass_(at: _Atoms, theta, hp, oracle: str, vmin_mode: str):
     """One backward induction over atoms; returns the QFunction and per-step regressions
     ``sum g v`` and ``sum g v^2`` (for a variance estimate) and the targets ``v [H, n]``."""
     dtype = at.gram.dtype
@@ -442,16 +543,28 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       w_next = nxt[0]
       q_next = lambda phi, fail: q_at(w_next, pinv[h + 1], beta, tops[h + 1], phi, fail)  # noqa
       v = pieces.next_values(q_next, at.nphi[h], at.nfail[h], at.mask[h])
-      if robust_agent:
-        m = vmin_of(vmin_mode, v, at.mask[h], at, h, q_next)
-        nu, alpha = pieces.tv_oracle(pinv[h], at.g[h], v, hp.rho[h].astype(dtype), H, vmin=m)
-        w = theta[h] + nu
-      else:
+      alpha = zero
+      if oracle == "ridge":
         w = pieces.ridge_oracle(pinv[h], at.g[h], v, at.reward_sum[h])
-        nu = alpha = zero
-      return w, nu, alpha, v, at.g[h].T @ v, at.g[h].T @ (v * v)
+        return w, zero, alpha, v, at.g[h].T @ v, at.g[h].T @ (v * v)
+      m = vmin_of(vmin_mode, v, at.mask[h], at, h, q_next)
+      if oracle == "tv":
+        nu, alpha = pieces.tv_oracle(pinv[h], at.g[h], v, hp.rho[h].astype(dtype), H, vmin=m)
+      elif oracle == "kl-con":
+        nu = pieces.kl_con_oracle(pinv[h], at.g[h], v, at.mask[h], hp.rho[h].astype(dtype), H,
+                                  tol=cfg.tol)
+      else:
+        weight = hp.reg_weight[h].astype(dtype)
+        m = jnp.zeros((), dtype) if m is None else m
+        if oracle == "tv-reg":
+          nu = pieces.tv_reg_oracle(pinv[h], at.g[h], v, m, weight)
+        elif oracle == "kl-reg":
+          nu = pieces.kl_reg_oracle(pinv[h], at.g[h], v, at.mask[h], m, weight, tops[h + 1])
+        else:
+          nu = pieces.chi2_reg_oracle(pinv[h], at.g[h], v, weight, H)
+      return theta[h] + nu, nu, alpha, v, at.g[h].T @ v, at.g[h].T @ (v * v)
 
-    w_last = theta[H - 1] if robust_agent else pinv[H - 1] @ at.reward_sum[H - 1]
+    w_last = pinv[H - 1] @ at.reward_sum[H - 1] if oracle == "ridge" else theta[H - 1]
     last = (w_last, zero, zero, jnp.zeros((n,), dtype), zero, zero)
     w, nu, alpha, v, y1, y2 = pieces.backward(H, step, last)
     qf = QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=alpha)
@@ -498,18 +611,16 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     vmin_mode = cfg.vmin
     if vmin_mode == "auto":
       vmin_mode = "exact" if model is not None else "data"
-    if algo == "pevi":
-      return pass_(atoms(ds, None, model, form), theta, hparams, False, "zero")[0]
-    if algo == "drpvi":
-      return pass_(atoms(ds, None, model, form), theta, hparams, True, vmin_mode)[0]
+    if not agent.needs_pilot:
+      return pass_(atoms(ds, None, model, form), theta, hparams, main_oracle, vmin_mode)[0]
     # VA-DRPVI: DRPVI on the pilot, then the weighted pass on ds.
     pilot = _cast(pilot, dtype)
     p_at = atoms(pilot, None, model, form)
     p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
-    p_qf, p_v, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, True, vmin_mode)
+    p_qf, p_v, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
     if cfg.variance == "alg3":
       wts = variance_weights(ds, p_at, p_qf.pinv, y1, y2, jnp.asarray(hparams.var_shift, dtype))
-      return pass_(atoms(ds, wts, model, form), theta, hparams, True, vmin_mode)[0]
+      return pass_(atoms(ds, wts, model, form), theta, hparams, "tv", vmin_mode)[0]
     return _alg2(ds, pilot, p_at, p_qf, p_v, theta, hparams, vmin_mode, model)
 
   def _alg2(ds, pilot, p_at, p_qf, p_v, theta, hp, vmin_mode, model):
@@ -567,7 +678,7 @@ def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     vmin_mode = cfg.vmin if cfg.vmin != "auto" else ("exact" if model is not None else "data")
     p_at = atoms(pilot, None, model, form)
     p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
-    p_qf, _, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, True, vmin_mode)
+    p_qf, _, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
     return variance_weights(ds, p_at, p_qf.pinv, y1, y2, jnp.asarray(hparams.var_shift, dtype))
 
   def weights(ds, hparams, pilot, model=None, form: str = "auto"):
@@ -593,7 +704,7 @@ def _check_hparam_shapes(agent: OfflineAgent, hparams) -> None:
     check_hparams(agent, hparams)  # the TypeError naming the expected type
   H, d = agent.config.horizon, agent.config.feature_dim
   for f, x in hparams._asdict().items():
-    want = (H, d) if f == "rho" else ()
+    want = (H, d) if f in HD_FIELDS else ()
     if tuple(np.shape(x)) != want:
       raise ValueError(f"{agent.name}.fit takes one hyperparameter setting: hparams.{f} must have "
                        f"shape {want}, got {tuple(np.shape(x))} (jax.vmap fit over a batch of "

@@ -129,3 +129,53 @@ def backward(horizon: int, step: Callable, last, *, unroll_max: int = 4):
 
   _, outs = jax.lax.scan(body, last, jnp.arange(horizon - 1), reverse=True)
   return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), outs, last)
+
+
+# ---------------------------------------------------------------------------------------------
+# Oracles of the regularized and KL-constrained duals (R2PVI, Tang, Liu & Xu 2025; DRVI-L, Ma et
+# al. 2022). Per coordinate i the regression target is a transform of V with coordinate i's own
+# weight, so ``Y[:, i] = sum_n g_n T_i(v_n)`` and ``z_i = (Lambda^-1 Y)_ii``.
+
+
+def _diag_of_product(pinv: Array, y: Array) -> Array:
+  """``diag(pinv @ y)`` without the full product."""
+  return jnp.sum(pinv * y.T, axis=1)
+
+
+def tv_reg_oracle(pinv: Array, g: Array, v: Array, m, weight: Array) -> Array:
+  """R2PVI-TV: ``w_i = [Lambda^-1 sum_n g_n min(v_n, m + weight_i)]_i``, the ridge estimate of the
+  closed form ``E min(V, min V + weight)`` of ``inf_mu E_mu V + weight TV(mu, mu0)``."""
+  t = jnp.minimum(v[:, None], (m + weight)[None, :])  # [n, d]
+  return _diag_of_product(pinv, g.T @ t)
+
+
+def kl_reg_oracle(pinv: Array, g: Array, v: Array, mask, m, weight: Array, top) -> Array:
+  """R2PVI-KL: ``w_i = -weight_i log E exp(-V / weight_i)`` by ridge regression, stably:
+  ``w_i = m - weight_i log zhat_i`` with ``zhat = [Lambda^-1 sum_n g_n exp(-(v_n - m)/weight_i)]_i``
+  clipped to its valid range ``[exp(-(top - m)/weight_i), 1]`` (``m`` the minimum of V, ``top``
+  its maximum, so ``w`` lies in ``[m, top]``); no overflow or underflow to inf / NaN for small
+  weights (the exponent is <= 0 on the atoms in use, and ``log`` sees only the clipped range)."""
+  vm = v if mask is None else jnp.where(mask, v, m)
+  u = jnp.exp(-(vm[:, None] - m) / weight[None, :])  # [n, d] in (0, 1]
+  z = _diag_of_product(pinv, g.T @ u)
+  # log z clipped to [-(top - m)/weight, 0] in the log domain: exp(-(top - m)/weight) underflows
+  # to 0 for small weights (0.01 with values up to 20), and log(0) would give inf / NaN.
+  log_lo = -(top - m) / weight
+  tiny = jnp.finfo(z.dtype).tiny
+  logz = jnp.where(z > 0, jnp.log(jnp.maximum(z, tiny)), log_lo)
+  return m - weight * jnp.clip(logz, log_lo, 0.0)
+
+
+def chi2_reg_oracle(pinv: Array, g: Array, v: Array, weight: Array, horizon):
+  """R2PVI-chi2: ``w_i = max_{alpha in [0, H]} z_i(alpha) - (z2_i(alpha) - z_i(alpha)^2) / (4
+  weight_i)`` with ridge estimates ``z`` of ``[V]_alpha`` and ``z2`` of ``[V]_alpha^2``, exactly
+  (``robust.chi2_dual_max``)."""
+  return robust.chi2_dual_max(pinv @ g.T, v, weight, horizon)
+
+
+def kl_con_oracle(pinv: Array, g: Array, v: Array, mask, rho: Array, horizon, *,
+                  tol: float = 1e-6):
+  """DRVI-L (KL-constrained): ``w_i = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i``,
+  ``zhat(alpha) = Lambda^-1 sum_n g_n exp(-v_n / alpha)`` clipped to ``[exp(-H/alpha), 1]``, by a
+  bounded 1-D search (``robust.kl_dual_search``): NOT exact, within ``tol`` in log(alpha)."""
+  return robust.kl_dual_search(pinv @ g.T, v, mask, rho, horizon, tol=tol)

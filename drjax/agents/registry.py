@@ -212,3 +212,14 @@ def _load() -> None:
       "Liu & Xu, NeurIPS 2024 (Algorithm 3; Algorithm 2 as variance='alg2')",
       _lazy("drjax.agents.offline", "va_drpvi"), robust_opts + ("variance", "grid_size"),
       "tab:purple", needs_pilot=True, make_hparams_fn=_offline_hparams))
+  for div, display, color in (("tv", "R2PVI-TV", "tab:olive"), ("kl", "R2PVI-KL", "tab:cyan"),
+                              ("chi2", "R2PVI-chi2", "tab:brown")):
+    register(AgentSpec(
+        f"r2pvi-{div}", display, "offline", div, "regularized", ("reg_weight", "beta", "lam"),
+        "Tang, Liu & Xu, ICML 2025 (R2PVI)", _lazy("drjax.agents.offline", f"r2pvi_{div}"),
+        robust_opts, color, make_hparams_fn=_offline_hparams))
+  register(AgentSpec(
+      "drvi-l", "DRVI-L", "offline", "kl", "constrained", ("rho", "beta", "lam"),
+      "Ma et al. 2022 (the R2PVI paper's DRVI-L baseline)", _lazy("drjax.agents.offline", "drvi_l"),
+      ("truncation", "fail_zero", "tie_break", "penalty", "tol"), "tab:pink",
+      make_hparams_fn=_offline_hparams))
