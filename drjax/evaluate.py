@@ -230,16 +230,38 @@ def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
   return dict(term1=term1, term2=term2, total=bc(term1) + term2, beta=jnp.asarray(beta, dtype))
 
 
-def offline_subopt(agent, qf: QFunction, model: LinearModel, rho) -> Array:
-  """``SubOpt(pi_hat, rho) = V*_1 - V^{pi_hat}_1`` under the robust value at ``rho``, exactly.
+OBJECTIVES = ("tv", "tv-reg", "kl-reg", "chi2-reg", "kl")
 
-  The learned greedy policy (``agent.act``) is evaluated by robust DP (``drjax.planning``);
-  values at step 1 are weighted by the model's initial distribution. Pure (vmap over seeds).
-  ``rho = 0`` gives the nominal suboptimality.
+
+def _optimal_and_policy_values(model, objective: str, level, pi):
+  if objective == "tv":
+    return planning.robust_dp(model, level).v, planning.robust_evaluate(model, level, pi)
+  if objective == "kl":
+    return (planning.kl_constrained_dp(model, level).v,
+            planning.kl_constrained_evaluate(model, level, pi))
+  if objective in ("tv-reg", "kl-reg", "chi2-reg"):
+    div = objective[:-len("-reg")]
+    return (planning.regularized_dp(model, level, div).v,
+            planning.regularized_evaluate(model, level, div, pi))
+  raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+
+
+def offline_subopt(agent, qf: QFunction, model: LinearModel, level, objective: str | None = None
+                   ) -> Array:
+  """``SubOpt(pi_hat) = V*_1 - V^{pi_hat}_1`` under the agent's robust objective, exactly.
+
+  The learned greedy policy (``agent.act``) is evaluated by exact planning on the finite model
+  (``drjax.planning``): ``objective="tv"`` (DR-LSVI-UCB, DRPVI, VA-DRPVI, PEVI: the TV-constrained
+  robust value at radius ``level = rho [H, d]``; ``rho = 0`` is the nominal suboptimality),
+  ``"tv-reg"`` / ``"kl-reg"`` / ``"chi2-reg"`` (R2PVI: the regularized robust value with weight
+  ``level``), ``"kl"`` (DRVI-L: KL-constrained, a tolerance-limited search). Default: the agent's
+  own (``agent.config.objective``). Values at step 1 are weighted by the model's initial
+  distribution. Pure (vmap over seeds).
   """
+  objective = objective or getattr(agent.config, "objective", "tv")
   pi = greedy_policy(agent, qf, model)
-  v_star = planning.initial_value(model, planning.robust_dp(model, rho).v)
-  return v_star - planning.initial_value(model, planning.robust_evaluate(model, rho, pi))
+  v_star, v_pi = _optimal_and_policy_values(model, objective, level, pi)
+  return planning.initial_value(model, v_star) - planning.initial_value(model, v_pi)
 
 
 def offline_bound(agent, qf: QFunction, model: LinearModel, rho, beta=None) -> Array:

@@ -52,6 +52,7 @@ __all__ = [
     "kl_constrained_dp",
     "kl_constrained_evaluate",
     "kl_constrained_worst_case_kernel",
+    "weight_for_radius",
     "validate_divergence",
     "validate_weight",
     "validate_kl_radius",
@@ -574,3 +575,54 @@ def kl_constrained_worst_case_kernel(model: LinearModel, rho, v_next_per_step, t
   mu_worst = jax.vmap(per_factor)(model.mu.astype(dtype), jnp.asarray(v_next_per_step, dtype), rho)
   kernel = jnp.einsum("hsad,hdt->hsat", model.phi, mu_worst)
   return mu_worst, kernel
+
+
+def weight_for_radius(model: LinearModel, policy, rho, divergence: str = "tv", *,
+                      bounds=(1e-8, None), iterations: int = 80):
+  """The rho <-> weight correspondence of the R2PVI paper (Figure 1(c)), exactly for a policy.
+
+  For a radius ``rho`` (a scalar applied to every (h, i), as in the paper's figure), returns the
+  regularization weight ``w`` (also applied to every (h, i)) at which ``policy``'s regularized
+  robust value (``regularized_evaluate``, ``divergence``) equals its TV-constrained robust value
+  at ``rho`` (``robust_evaluate``), both weighted by the initial distribution. The regularized
+  value is nondecreasing in ``w`` (from the worst state's value to the nominal one), so the
+  smallest such ``w`` is found by bisection on ``log w`` within ``bounds`` (upper default: the
+  horizon H, beyond which TV-regularization is nominal) to ``iterations`` halvings (80: below
+  float64 resolution). Returns ``(w, constrained_value, regularized_value_at_w)``; when the
+  constrained value lies outside the regularized range on ``bounds`` the nearer bound is returned
+  (compare the two values).
+
+  Args:
+    model: finite ``LinearModel``; policy: ``[H, S]`` actions; rho: ``[]`` TV radius in [0, 1];
+    divergence: of the regularized problem (``"tv"``, ``"kl"``, ``"chi2"``).
+  """
+  _checks.model(model)
+  H, S, A, d = _dims(model)
+  divergence = validate_divergence(divergence)
+  if _is_concrete(rho):
+    r = float(np.asarray(rho))
+    if not np.isfinite(r) or not 0 <= r <= 1:
+      raise ValueError(f"rho must be a scalar in [0, 1], got {rho!r}")
+  validate_policy(policy, H, S, A)
+  lo = float(bounds[0])
+  hi = float(H) if bounds[1] is None else float(bounds[1])
+  if not 0 < lo < hi:
+    raise ValueError(f"bounds must satisfy 0 < lower < upper, got {bounds!r}")
+  dtype = jnp.result_type(model.phi, model.mu, model.reward)
+  ones = jnp.ones((H, d), dtype)
+  target = initial_value(model, robust_evaluate(model, jnp.asarray(rho, dtype) * ones, policy))
+
+  def reg(logw):
+    return initial_value(model, regularized_evaluate(model, jnp.exp(logw) * ones, divergence,
+                                                     policy))
+
+  def body(_, ab):
+    a, b = ab
+    mid = 0.5 * (a + b)
+    above = reg(mid) >= target
+    return jnp.where(above, a, mid), jnp.where(above, mid, b)
+
+  a, b = jax.lax.fori_loop(0, iterations, body,
+                           (jnp.log(jnp.asarray(lo, dtype)), jnp.log(jnp.asarray(hi, dtype))))
+  w = jnp.exp(b)
+  return w, target, reg(b)

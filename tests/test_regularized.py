@@ -171,3 +171,40 @@ def test_bad_input_names_the_field(datasets):
   offline.make_hparams(offline.drvi_l(3, 4, 16), rho=2.0)
   with pytest.raises(ValueError, match=r"rho must lie in >= 0"):
     offline.make_hparams(offline.drvi_l(3, 4, 16), rho=-0.1)
+
+
+def test_subopt_is_nonnegative_for_every_offline_agent_in_its_own_objective(datasets):
+  from drjax import evaluate  # pylint: disable=g-import-not-at-top
+  ds = datasets[0]
+  model = LIN.model(LIN_P)
+  levels = {"tv": np.full((3, 4), 0.0), "tv-reg": np.full((3, 4), 0.3),
+            "kl-reg": np.full((3, 4), 0.3), "chi2-reg": np.full((3, 4), 0.3),
+            "kl": np.full((3, 4), 0.2)}
+  levels["tv"][0, 3] = 0.4
+  pilot = data.collect(LIN, LIN_P, data.uniform(16), jax.random.key(9), 30)
+  for name in registry.names("offline"):
+    agent = registry.make(name, LIN)
+    qf = agent.fit(ds, registry.make_hparams(name, LIN), pilot=pilot, model=model)
+    objective = agent.config.objective
+    sub = float(evaluate.offline_subopt(agent, qf, model, levels[objective]))
+    assert sub >= -1e-7, (name, sub)
+  # The exact optimum's own suboptimality is 0 (the planner against itself).
+  pi = drjax.planning.regularized_dp(model, levels["kl-reg"], "kl").policy
+  v = drjax.planning.regularized_evaluate(model, levels["kl-reg"], "kl", pi)[0, 0]
+  assert abs(float(drjax.planning.regularized_dp(model, levels["kl-reg"], "kl").v[0, 0] - v)) < 1e-12
+
+
+def test_weight_for_radius_matches_values():
+  from drjax import planning  # pylint: disable=g-import-not-at-top
+  model = LIN.model(LIN.make_params(xi_norm=0.2))
+  pi = planning.robust_dp(model, jnp.zeros((3, 4))).policy
+  prev = np.inf
+  for rho in (0.1, 0.3, 0.6):
+    w, target, at_w = planning.weight_for_radius(model, pi, rho)
+    assert abs(float(at_w - target)) < 1e-9 * max(1.0, abs(float(target)))
+    ones = jnp.ones((3, 4))
+    below = planning.initial_value(model, planning.regularized_evaluate(
+        model, 0.99 * float(w) * ones, "tv", pi))
+    assert float(below) < float(target)  # the smallest such weight
+    assert float(w) <= prev  # a larger radius is matched by a smaller (more adversarial) weight
+    prev = float(w)

@@ -116,6 +116,7 @@ class OfflineConfig(NamedTuple):
   variance: str = "alg3"
   grid_size: int = 0
   tol: float = 1e-6
+  objective: str = "tv"  # the robust objective its SubOpt is measured in (evaluate.offline_subopt)
 
 
 class OfflineAgent(NamedTuple):
@@ -492,8 +493,16 @@ def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "
   return _build("DRVI-L", "drvi-l", cfg)
 
 
-@functools.lru_cache(maxsize=None)
+OBJECTIVES = {"pevi": "tv", "drpvi": "tv", "va-drpvi": "tv", "r2pvi-tv": "tv-reg",
+              "r2pvi-kl": "kl-reg", "r2pvi-chi2": "chi2-reg", "drvi-l": "kl"}
+
+
 def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
+  return _build_cached(name, algo, cfg._replace(objective=OBJECTIVES[algo]))
+
+
+@functools.lru_cache(maxsize=None)
+def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
   H, d, A = cfg.horizon, cfg.feature_dim, cfg.num_actions
   hp_type = {"pevi": PEVIHParams, "drpvi": DRPVIHParams, "va-drpvi": VADRPVIHParams,
              "r2pvi-tv": R2PVIHParams, "r2pvi-kl": R2PVIHParams, "r2pvi-chi2": R2PVIHParams,
