@@ -230,12 +230,14 @@ def _add_reproduce_parser(sub) -> None:
           "Theorem 1 bound), sensitivity (exact dV*/drho_1,4 by autodiff and Danskin's closed "
           "form, kinks, the [H, d] sensitivity map, worst-case search; --seeds and --episodes do "
           "not apply), drpvi (the offline DRPVI paper's Figure 2: PEVI, DRPVI, VA-DRPVI on K = "
-          "--episodes uniform trajectories, ||xi||_1 x rho_1,4 grid, exact evaluation), or all. "
+          "--episodes uniform trajectories, ||xi||_1 x rho_1,4 grid, exact evaluation), r2pvi (the "
+          "R2PVI paper's Figure 1(a)-(c): robust regularized agents on the linear MDP, exact "
+          "evaluation, the exact rho <-> weight correspondence), or all. "
           "Writes DIR/<NAME>/<panel>.json, DIR/<NAME>/<NAME>.png/.pdf "
           "and DIR/results.md; each figure directory is written to a temporary directory and "
           "renamed into place."))
   p.add_argument("names", nargs="*", default=["all"], metavar="NAME",
-                 help="figures to run: fig1 fig3 fig2 subopt sensitivity drpvi, or all (default: "
+                 help="figures to run: fig1 fig3 fig2 subopt sensitivity drpvi r2pvi, or all (default: "
                       "all)")
   _add_run_flags(p, seeds_help="seeds per setting (default: the paper's numbers, 20 for the "
                                "linear MDP and 10 for the put option)")

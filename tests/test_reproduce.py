@@ -30,7 +30,7 @@ def _panels(out, name):
 
 
 def test_every_figure_has_panels_figures_and_full_config(results):
-  expected = {"fig1": 3, "fig3": 9, "fig2": 3, "subopt": 3}
+  expected = {"fig1": 3, "fig3": 9, "fig2": 3, "subopt": 3}  # (drpvi, r2pvi: own tests)
   for name, n in expected.items():
     panels = _panels(results, name)
     assert len(panels) == n, name
@@ -289,3 +289,21 @@ def test_drpvi_figure_panels_and_robust_optimal_first_actions(results):
   with open(os.path.join(results, "results.md")) as f:
     md = f.read()
   assert "| drpvi | xi0.1_rho0.3 | paper | 2 | 4 | (+1,+1,+1,+1) |" in md
+
+
+def test_r2pvi_figure_panels(results):
+  panels = _panels(results, "r2pvi")
+  assert set(panels) == {"fig1a", "fig1b", "fig1c"}
+  assert os.path.getsize(os.path.join(results, "r2pvi", "r2pvi.png")) > 1000
+  a, b, c = panels["fig1a"], panels["fig1b"], panels["fig1c"]
+  assert {"PEVI", "R2PVI-TV", "R2PVI-KL", "R2PVI-chi2"} <= set(a["curves"])
+  assert len(b["curves"]) == 5 and a["config"]["seeds"] == 2 and a["config"]["trajectories"] == 4
+  for p in (a, b):
+    for cur in p["curves"].values():
+      assert np.all(np.isfinite(cur["mean"])) and len(cur["mean"]) == len(p["x"]) == 11
+  # Weight 0 is undefined for R2PVI (no point), rho = 0 is defined for DRPVI.
+  assert np.isnan(c["curves"]["R2PVI-TV"]["mean"][0]) and np.isfinite(c["curves"]["DRPVI"]["mean"][0])
+  w = np.asarray(c["correspondence_weight_for_rho"], float)
+  assert np.isnan(w[0]) and np.all(np.diff(w[1:]) <= 1e-9)  # larger radius, smaller weight
+  with open(os.path.join(results, "results.md")) as f:
+    assert "| r2pvi | fig1c | 2 | 4 |" in f.read()

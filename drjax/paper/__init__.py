@@ -4,7 +4,7 @@ The names below are importable without JAX, so the command line can validate fla
 """
 
 # the NAMEs of `drjax reproduce` (drpvi: the offline DRPVI paper's Figure 2, drjax.paper.drpvi)
-FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity", "drpvi")
+FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity", "drpvi", "r2pvi")
 PRESET_NAMES = ("paper", "notebook")  # keys of drjax.paper.programs.PRESETS
 
 

@@ -27,7 +27,8 @@ TITLES = {"fig1": "Figure 1: simulated linear MDP (rho_1,4 = 0.5)",
           "fig3": "Ablation (Appendix A): rho_1,4 in {0.3, 0.4, 0.5}",
           "fig2": "Figure 2: American put option",
           "subopt": "AveSubopt(k) on the simulated linear MDP",
-          "drpvi": "DRPVI paper (Liu & Xu 2024b), Figure 2: offline, 100 uniform trajectories"}
+          "drpvi": "DRPVI paper (Liu & Xu 2024b), Figure 2: offline, 100 uniform trajectories",
+          "r2pvi": "R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(c): linear MDP, offline"}
 
 
 def crossing(x, a, b, tol=1e-9):
@@ -550,11 +551,11 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
           "All rows come from one run.")
   cols = "| figure | panel | preset | seeds | K | evaluation | run |"
   lines = [header, "", note]
-  if any(n not in ("subopt", "sensitivity", "drpvi") for n in sections):
+  if any(n not in ("subopt", "sensitivity", "drpvi", "r2pvi") for n in sections):
     lines += ["", f"{cols} DR/LSVI curves cross at | area under curve | exact critical q |",
               "|---|---|---|---|---|---|---|---|---|---|"]
   for name, panels in sections.items():
-    if name not in ("subopt", "sensitivity", "drpvi"):
+    if name not in ("subopt", "sensitivity", "drpvi", "r2pvi"):
       lines += summary_rows(name, panels)
   if "drpvi" in sections:
     from drjax.paper import drpvi  # pylint: disable=g-import-not-at-top
@@ -566,6 +567,13 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
               "choosing it | mean SubOpt | VA-DRPVI == DRPVI | run |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     lines += drpvi.summary_rows(sections["drpvi"])
+  if "r2pvi" in sections:
+    from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
+    lines += ["", "Robust regularized (R2PVI paper, Figure 1(a)-(c); exact evaluation): the mean "
+              "of each learned curve over its x values; fig1c also the exact weight matching each "
+              "rho (planning.weight_for_radius).", "",
+              "| figure | panel | seeds | K | mean over x | run |", "|---|---|---|---|---|---|"]
+    lines += r2pvi.summary_rows(sections["r2pvi"])
   if "subopt" in sections:
     lines += ["", f"{cols} fitted slope of log AveSubopt vs log k | AveSubopt(K) |",
               "|---|---|---|---|---|---|---|---|---|"]

@@ -119,6 +119,13 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
                 f"{', '.join(drpvi.AGENTS)}, 21 targets (exact) ...")
     jobs["drpvi"] = _Job(lambda: drpvi.run(off_pre, seeds=s_off, trajectories=episodes,
                                            key=jax.random.fold_in(key, 7)))
+  if "r2pvi" in names:
+    from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
+    s_r2 = seeds or r2pvi.DEFAULT_SEEDS
+    _log(quiet, f"[drjax] R2PVI paper (r2pvi): Figure 1(a)-(c), {s_r2} seeds x {episodes} "
+                "uniform trajectories, exact evaluation ...")
+    jobs["r2pvi"] = _Job(lambda: r2pvi.run(seeds=s_r2, trajectories=episodes,
+                                           key=jax.random.fold_in(key, 8)))
   if "sensitivity" in names:
     from drjax.paper import sensitivity  # pylint: disable=g-import-not-at-top
     _log(quiet, "[drjax] sensitivity (linear MDP, exact): V*, dV*/drho_1,4 (autodiff and closed "
@@ -150,6 +157,15 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     timings["drpvi"] = time.perf_counter() - t_start
     _log(quiet, f"[drjax]   wrote {os.path.join(out, 'drpvi')}/ (done at "
                 f"{timings['drpvi']:.1f} s)")
+  if "r2pvi" in jobs:
+    res = jobs["r2pvi"].result()
+    _log(quiet, f"[drjax]   R2PVI paper computed: {jobs['r2pvi'].describe()}")
+    outputs.write_figure(out, "r2pvi", _stamp(r2pvi.panels(res, seeds=s_r2,
+                                                           trajectories=episodes), run),
+                         plot=r2pvi.plot)
+    timings["r2pvi"] = time.perf_counter() - t_start
+    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'r2pvi')}/ (done at "
+                f"{timings['r2pvi']:.1f} s)")
   if "sensitivity" in jobs:
     panels, _ = jobs["sensitivity"].result()
     _log(quiet, f"[drjax]   sensitivity computed: {jobs['sensitivity'].describe()}")

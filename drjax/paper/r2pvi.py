@@ -1,0 +1,258 @@
+"""``drjax reproduce r2pvi``: the linear-MDP experiments of the R2PVI paper (Tang, Liu & Xu 2025).
+
+Figure 1(a)-(c) of the paper, on the simulated linear MDP (delta = 0.3, p = 0.001, K = 100
+uniform trajectories per seed, beta = 1, ridge lambda = 0.1, 20 seeds; family note section 3),
+evaluated *exactly* (dynamic programming on each target model) instead of by 100 Monte Carlo
+episodes:
+
+* ``fig1a`` -- ||xi||_1 = 0.2, regularization weight 0.1: PEVI, R2PVI-TV, R2PVI-KL, R2PVI-chi2
+  against the perturbation q in {0, 0.1, ..., 1}, with the exact non-robust optimum and the exact
+  TV-regularized optimum (weight 0.1) dashed;
+* ``fig1b`` -- ||xi||_1 = 0.3: R2PVI-TV for weights 0.1, 0.2, 0.3, 0.6;
+* ``fig1c`` -- ||xi||_1 = 0.2, target q = 0.9: DRPVI with rho on every (h, i) and R2PVI-TV with
+  the same value as weight, along rho = weight in linspace(0, 1, 10) (weight 0 is not defined:
+  left out), and, exact, the weight at which the TV-regularized value of the exact
+  rho-robust-optimal policy equals its constrained value (``planning.weight_for_radius``).
+
+Not here (the R2PVI issue): Figure 1(d) (the put option) and Figure 2 (fit times).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from drjax import data as data_lib
+from drjax import evaluate, planning
+from drjax.agents import registry
+from drjax.envs.linear_mdp import LinearMDP, target_params
+
+FIG_A_AGENTS = ("pevi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2")  # registry names
+FIG_B_AGENT, FIG_C_AGENTS = "r2pvi-tv", ("drpvi", "r2pvi-tv")
+FIG_A_XI, FIG_A_WEIGHT = 0.2, 0.1
+FIG_B_XI, FIG_B_WEIGHTS = 0.3, (0.1, 0.2, 0.3, 0.6)
+FIG_C_XI, FIG_C_Q = 0.2, 0.9
+FIG_C_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 10), 10))
+QS = tuple(np.round(np.linspace(0.0, 1.0, 11), 10))
+DEFAULT_SEEDS = 20
+BETA, LAM, DELTA, P = 1.0, 0.1, 0.3, 0.001
+
+
+def _hp(agent, spec, level):
+  """The agent's hyperparameters with ``level`` as its rho or reg_weight on every (h, i)."""
+  H, d = agent.config.horizon, agent.config.feature_dim
+  values = dict(beta=jnp.asarray(BETA), lam=jnp.asarray(LAM))
+  for f in agent.hparams_type._fields:
+    if f in ("rho", "reg_weight"):
+      values[f] = jnp.full((H, d), level)
+    elif f not in values:
+      values[f] = jnp.zeros(())
+  return agent.hparams_type(**{f: values[f] for f in agent.hparams_type._fields})
+
+
+@functools.lru_cache(maxsize=None)
+def _program(num_trajectories: int):
+  env = LinearMDP()
+  behavior = data_lib.uniform(env.num_actions)
+  agents = {n: registry.make(n, env) for n in set(FIG_A_AGENTS + FIG_C_AGENTS + (FIG_B_AGENT,))}
+
+  def curve(agent, qf, targets):
+    return jax.vmap(lambda t: evaluate.target_value(env, agent, qf, t))(targets)
+
+  def fit(name, ds, model, level):
+    agent = agents[name]
+    return agent.fit(ds, _hp(agent, registry.get(name), level), model=model, form="stats")
+
+  def per_seed(key, pa, pb, qs, b_weights, c_rho, c_w):
+    out = {}
+    ma, mb = env.model(pa), env.model(pb)
+    da = data_lib._collect(env, pa, behavior, jax.random.fold_in(key, 0), num_trajectories)  # pylint: disable=protected-access
+    db = data_lib._collect(env, pb, behavior, jax.random.fold_in(key, 1), num_trajectories)  # pylint: disable=protected-access
+    ta, tb = target_params(pa, qs), target_params(pb, qs)
+    for name in FIG_A_AGENTS:
+      out[f"a/{name}"] = curve(agents[name], fit(name, da, ma, FIG_A_WEIGHT), ta)
+    out["b"] = jax.vmap(lambda w: curve(agents[FIG_B_AGENT], fit(FIG_B_AGENT, db, mb, w), tb))(
+        b_weights)
+    tc = target_params(pa, jnp.asarray(FIG_C_Q))
+    for name in FIG_C_AGENTS:
+      levels = c_w if registry.get(name).uncertainty == "regularized" else c_rho
+      out[f"c/{name}"] = jax.vmap(lambda lv, name=name: evaluate.target_value(
+          env, agents[name], fit(name, da, ma, lv), tc))(levels)
+    return out
+
+  def refs(pa, pb, qs):
+    H, d = env.horizon, env.feature_dim
+    ma, mb = env.model(pa), env.model(pb)
+    ones = jnp.ones((H, d))
+
+    def values(model_params, pi):
+      tm = jax.vmap(env.model)(target_params(model_params, qs))
+      return jax.vmap(lambda m: planning.initial_value(m, planning.nominal_evaluate(m, pi)))(tm)
+
+    nominal_a = planning.robust_dp(ma, 0.0 * ones).policy
+    nominal_b = planning.robust_dp(mb, 0.0 * ones).policy
+    reg_a = planning.regularized_dp(ma, FIG_A_WEIGHT * ones, "tv").policy
+    return {"a/nominal": values(pa, nominal_a), "a/regularized": values(pa, reg_a),
+            "b/nominal": values(pb, nominal_b)}
+
+  def program(keys, pa, pb, qs, b_weights, c_rho, c_w):
+    res = jax.vmap(lambda k: per_seed(k, pa, pb, qs, b_weights, c_rho, c_w))(keys)
+    return res, refs(pa, pb, qs)
+
+  return env, jax.jit(program)
+
+
+def correspondence(levels=FIG_C_LEVELS, xi_norm: float = FIG_C_XI):
+  """Exact rho -> weight (``planning.weight_for_radius``) for the rho-robust-optimal policy of each
+  positive rho (float64 when JAX's x64 mode is on)."""
+  env = LinearMDP()
+  model = env.model(env.make_params(delta=DELTA, p=P, xi_norm=xi_norm))
+  H, d = env.horizon, env.feature_dim
+  out = []
+  for rho in levels:
+    if rho <= 0:
+      out.append(float("nan"))
+      continue
+    pi = planning.robust_dp(model, jnp.full((H, d), rho)).policy
+    w, _, _ = planning.weight_for_radius(model, pi, rho)
+    out.append(float(w))
+  return out
+
+
+def run(*, seeds: int, trajectories: int, key) -> dict:
+  env, program = _program(trajectories)
+  pa = env.make_params(delta=DELTA, p=P, xi_norm=FIG_A_XI)
+  pb = env.make_params(delta=DELTA, p=P, xi_norm=FIG_B_XI)
+  dtype = jnp.result_type(float)
+  levels = np.asarray(FIG_C_LEVELS)
+  c_levels = np.where(levels > 0, levels, np.nan)  # weight 0 is undefined (DRPVI too: NaN)
+  t0 = time.perf_counter()
+  res, ref = jax.device_get(program(
+      jax.random.split(key, seeds), pa, pb, jnp.asarray(QS, dtype),
+      jnp.asarray(FIG_B_WEIGHTS, dtype), jnp.asarray(levels, dtype),
+      jnp.asarray(np.where(levels > 0, levels, 1.0), dtype)))
+  res = jax.tree_util.tree_map(np.asarray, res)
+  for name in FIG_C_AGENTS:  # level 0: DRPVI is defined (rho = 0), R2PVI's weight is not
+    if registry.get(name).uncertainty == "regularized":
+      res[f"c/{name}"] = np.where(np.isnan(c_levels)[None, :], np.nan, res[f"c/{name}"])
+  return {"agents": res, "ref": jax.tree_util.tree_map(np.asarray, ref),
+          "correspondence": correspondence(), "seconds": time.perf_counter() - t0}
+
+
+def _curve(values):
+  """Mean and standard error across seeds; NaN where a point is undefined (weight 0)."""
+  values = np.asarray(values, dtype=np.float64)
+  n = values.shape[0]
+  defined = ~np.all(np.isnan(values), axis=0)
+  safe = np.where(defined[None], values, 0.0)
+  mean = np.where(defined, safe.mean(axis=0), np.nan)
+  se = safe.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(values.shape[1:])
+  return {"mean": mean.tolist(), "stderr": np.where(defined, se, 0.0).tolist()}
+
+
+def _exact(values):
+  values = np.asarray(values, dtype=np.float64)
+  return {"mean": values.tolist(), "stderr": [0.0] * len(values)}
+
+
+def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
+  disp = lambda n: registry.get(n).display  # noqa: E731
+  base = dict(env="linear-mdp", seeds=seeds, episodes=trajectories, trajectories=trajectories,
+              behavior="uniform", preset="paper", beta=BETA, **{"lambda": LAM}, delta=DELTA,
+              p=P, H=3, d=4, evaluation="exact expected return of each seed's greedy policy",
+              paper="Tang, Liu & Xu, ICML 2025 (R2PVI), Figure 1")
+  A, R = res["agents"], res["ref"]
+  x = list(QS)
+  a = {disp(n): _curve(A[f"a/{n}"]) for n in FIG_A_AGENTS}
+  a["non-robust optimum (exact)"] = _exact(R["a/nominal"])
+  a["TV-regularized optimum, weight 0.1 (exact)"] = _exact(R["a/regularized"])
+  b = {f"{disp(FIG_B_AGENT)}, weight {w:g}": _curve(A["b"][:, j])
+       for j, w in enumerate(FIG_B_WEIGHTS)}
+  b["non-robust optimum (exact)"] = _exact(R["b/nominal"])
+  c = {disp(n): _curve(A[f"c/{n}"]) for n in FIG_C_AGENTS}
+  corr = res["correspondence"]
+  return {
+      "fig1a": {"x": x, "x_label": "perturbation level q",
+                "y_label": "average reward in the target domain", "curves": a,
+                "title": f"(a) ||xi||_1 = {FIG_A_XI:g}, regularization weight {FIG_A_WEIGHT:g}",
+                "config": dict(base, xi_norm=FIG_A_XI, reg_weight=FIG_A_WEIGHT,
+                               agents=list(FIG_A_AGENTS))},
+      "fig1b": {"x": x, "x_label": "perturbation level q",
+                "y_label": "average reward in the target domain", "curves": b,
+                "title": f"(b) ||xi||_1 = {FIG_B_XI:g}, R2PVI-TV by weight",
+                "config": dict(base, xi_norm=FIG_B_XI, reg_weights=list(FIG_B_WEIGHTS),
+                               agents=[FIG_B_AGENT])},
+      "fig1c": {"x": list(FIG_C_LEVELS), "x_label": "rho (DRPVI) = weight (R2PVI-TV)",
+                "y_label": f"average reward at q = {FIG_C_Q:g}", "curves": c,
+                "correspondence_weight_for_rho": corr,
+                "title": f"(c) ||xi||_1 = {FIG_C_XI:g}, q = {FIG_C_Q:g}",
+                "config": dict(base, xi_norm=FIG_C_XI, q=FIG_C_Q, agents=list(FIG_C_AGENTS),
+                               rho_note="rho on every (h, i); weight 0 undefined (no point)",
+                               correspondence=("weight at which the TV-regularized value of the "
+                                               "exact rho-robust-optimal policy equals its "
+                                               "TV-constrained value at rho "
+                                               "(planning.weight_for_radius)"))},
+  }
+
+
+def summary_rows(panels_: dict) -> list[str]:
+  rows = []
+  for tag, p in panels_.items():
+    c = p["config"]
+    parts = []
+    for name, cur in p["curves"].items():
+      if "exact" in name:
+        continue
+      m = np.asarray(cur["mean"], float)
+      parts.append(f"{name} {np.nanmean(m):.3f}")
+    extra = ""
+    if "correspondence_weight_for_rho" in p:
+      extra = " weight(rho): " + ", ".join(
+          f"{r:g}->{w:.3f}" for r, w in zip(p["x"], p["correspondence_weight_for_rho"])
+          if np.isfinite(w))
+    rows.append(f"| r2pvi | {tag} | {c['seeds']} | {c['trajectories']} | "
+                f"{'; '.join(parts)}{extra} | {c.get('run', '?')} |")
+  return rows
+
+
+def plot(panels_: dict, path_base: str) -> None:
+  """Four panels: (a), (b), (c) with their own legends, and the exact rho -> weight map."""
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  fig = outputs.new_figure((17.0, 4.2))
+  axes = fig.subplots(1, 4)
+  styles = {"TV-regularized optimum, weight 0.1 (exact)": ("tab:olive", "--"),
+            "non-robust optimum (exact)": ("tab:blue", "--")}
+  for ax, tag in zip(axes[:3], ("fig1a", "fig1b", "fig1c")):
+    p = panels_[tag]
+    x = np.asarray(p["x"], float)
+    for k, (name, cur) in enumerate(p["curves"].items()):
+      m, se = np.asarray(cur["mean"], float), np.asarray(cur["stderr"], float)
+      color, ls = styles.get(name, (outputs.COLORS.get(name, f"C{k}"), "-"))
+      if tag == "fig1b" and "weight" in name:  # identical curves: offset dashes to see them all
+        ls = (k * 1.5, (6, 4))
+      ax.plot(x, m, color=color, ls=ls, lw=1.2 if ls == "--" else 1.8, label=name)
+      if ls != "--":
+        ax.fill_between(x, m - 1.96 * se, m + 1.96 * se, color=color, alpha=0.15)
+    ax.set_title(p["title"], fontsize=9)
+    ax.set_xlabel(p["x_label"], fontsize=8)
+    ax.set_ylabel(p["y_label"], fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6.5, loc="best")
+  p = panels_["fig1c"]
+  w = np.asarray(p["correspondence_weight_for_rho"], float)
+  axes[3].plot(np.asarray(p["x"], float), w, "o-", color="k", ms=3)
+  axes[3].set_title("exact weight at which the TV-regularized value equals\nthe constrained "
+                    "value at rho (rho-robust-optimal policy)", fontsize=8)
+  axes[3].set_xlabel("rho", fontsize=8)
+  axes[3].set_ylabel("regularization weight", fontsize=8)
+  axes[3].tick_params(labelsize=7)
+  c = p["config"]
+  fig.suptitle(f"R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(c), exact evaluation — "
+               f"{c['seeds']} seeds, K = {c['trajectories']} uniform trajectories; mean and 95% "
+               "band across seeds", fontsize=9)
+  fig.tight_layout()
+  outputs.save_figure(fig, path_base)
