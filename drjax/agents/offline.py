@@ -219,6 +219,12 @@ def _resolve_form(form: str, model, ds) -> str:
 # Hyperparameters (host side).
 
 
+def _span(a: np.ndarray) -> str:
+  """``[min, max]`` of the values, NaN included (no all-NaN warning)."""
+  return "[nan, nan]" if np.all(np.isnan(a)) else f"[{np.nanmin(a)}, {np.nanmax(a)}]" + (
+      " and NaN" if np.any(np.isnan(a)) else "")
+
+
 def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
   """Field-by-field checks naming the field (leading batch axes allowed)."""
   batch = []
@@ -233,11 +239,10 @@ def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
                          f"{feature_dim}), got {a.shape}")
       if field == "rho" and (np.any(~np.isfinite(a)) or a.min() < 0 or a.max() > rho_max):
         rng = "[0, 1]" if rho_max == 1.0 else ">= 0 (finite)"
-        raise ValueError(f"{name} hparams.rho must lie in {rng}, got values in "
-                         f"[{np.nanmin(a)}, {np.nanmax(a)}]")
+        raise ValueError(f"{name} hparams.rho must lie in {rng}, got values in {_span(a)}")
       if field == "reg_weight" and (np.any(~np.isfinite(a)) or a.min() <= 0):
         raise ValueError(f"{name} hparams.reg_weight (the regularization weight) must be > 0 and "
-                         f"finite, got values in [{np.nanmin(a)}, {np.nanmax(a)}]")
+                         f"finite, got values in {_span(a)}")
       batch.append(a.shape[:-2])
       continue
     lo_open = field == "lam"
