@@ -231,8 +231,8 @@ def _add_reproduce_parser(sub) -> None:
           "form, kinks, the [H, d] sensitivity map, worst-case search; --seeds and --episodes do "
           "not apply), drpvi (the offline DRPVI paper's Figure 2: PEVI, DRPVI, VA-DRPVI on K = "
           "--episodes uniform trajectories, ||xi||_1 x rho_1,4 grid, exact evaluation), r2pvi (the "
-          "R2PVI paper's Figure 1(a)-(c): robust regularized agents on the linear MDP, exact "
-          "evaluation, the exact rho <-> weight correspondence), or all. "
+          "R2PVI paper's Figure 1(a)-(d): robust regularized agents on the linear MDP and the put "
+          "option, exact evaluation, the exact rho <-> weight correspondence), or all. "
           "Writes DIR/<NAME>/<panel>.json, DIR/<NAME>/<NAME>.png/.pdf "
           "and DIR/results.md; each figure directory is written to a temporary directory and "
           "renamed into place."))

@@ -293,7 +293,15 @@ def test_drpvi_figure_panels_and_robust_optimal_first_actions(results):
 
 def test_r2pvi_figure_panels(results):
   panels = _panels(results, "r2pvi")
-  assert set(panels) == {"fig1a", "fig1b", "fig1c"}
+  assert set(panels) == {"fig1a", "fig1b", "fig1c", "fig1d"}
+  dd = panels["fig1d"]
+  assert dd["config"]["env"] == "put-option" and dd["config"]["strike"] == 100
+  assert len(dd["curves"]) == 8 and all(np.all(np.isfinite(c["mean"]))
+                                        for c in dd["curves"].values())
+  # The exact optimal stopping rule of the source is worth no less than any learned policy there
+  # (p = 0.5 lies between the targets 0.4 and 0.6: compare at both neighbours' average).
+  opt = np.asarray(dd["curves"]["optimal stopping of the source (exact)"]["mean"])
+  assert np.all(np.diff(opt) <= 1e-9)  # a put is worth less as prices drift up
   assert os.path.getsize(os.path.join(results, "r2pvi", "r2pvi.png")) > 1000
   a, b, c = panels["fig1a"], panels["fig1b"], panels["fig1c"]
   assert {"PEVI", "R2PVI-TV", "R2PVI-KL", "R2PVI-chi2"} <= set(a["curves"])

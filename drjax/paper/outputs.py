@@ -28,7 +28,7 @@ TITLES = {"fig1": "Figure 1: simulated linear MDP (rho_1,4 = 0.5)",
           "fig2": "Figure 2: American put option",
           "subopt": "AveSubopt(k) on the simulated linear MDP",
           "drpvi": "DRPVI paper (Liu & Xu 2024b), Figure 2: offline, 100 uniform trajectories",
-          "r2pvi": "R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(c): linear MDP, offline"}
+          "r2pvi": "R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(d): offline, robust regularized"}
 
 
 def crossing(x, a, b, tol=1e-9):
@@ -569,7 +569,7 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
     lines += drpvi.summary_rows(sections["drpvi"])
   if "r2pvi" in sections:
     from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
-    lines += ["", "Robust regularized (R2PVI paper, Figure 1(a)-(c); exact evaluation): the mean "
+    lines += ["", "Robust regularized (R2PVI paper, Figure 1(a)-(d); exact evaluation): the mean "
               "of each learned curve over its x values; fig1c also the exact weight matching each "
               "rho (planning.weight_for_radius).", "",
               "| figure | panel | seeds | K | mean over x | run |", "|---|---|---|---|---|---|"]

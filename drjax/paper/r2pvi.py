@@ -1,6 +1,6 @@
 """``drjax reproduce r2pvi``: the linear-MDP experiments of the R2PVI paper (Tang, Liu & Xu 2025).
 
-Figure 1(a)-(c) of the paper, on the simulated linear MDP (delta = 0.3, p = 0.001, K = 100
+Figure 1(a)-(d) of the paper: (a)-(c) on the simulated linear MDP (delta = 0.3, p = 0.001, K = 100
 uniform trajectories per seed, beta = 1, ridge lambda = 0.1, 20 seeds; family note section 3),
 evaluated *exactly* (dynamic programming on each target model) instead of by 100 Monte Carlo
 episodes:
@@ -14,7 +14,15 @@ episodes:
   left out), and, exact, the weight at which the TV-regularized value of the exact
   rho-robust-optimal policy equals its constrained value (``planning.weight_for_radius``).
 
-Not here (the R2PVI issue): Figure 1(d) (the put option) and Figure 2 (fit times).
+* ``fig1d`` -- the put option (``PutOption(num_anchors=30, horizon=20, variant="notebook")``,
+  strike 100, N = 100 trajectories of the always-hold behavior as in the public code, beta = 0.1,
+  ridge 1): PEVI, R2PVI-TV for weights 1, 3, 5 and DRPVI for rho 0.1, 0.2, 0.3 against the
+  price-up probability p in {0.2, ..., 1.0}, valued exactly on the price lattice (initial price
+  uniform on [95, 105], integrated exactly), with the exact optimal stopping rule of the source
+  dashed. Independent seeds (the public code reseeds every replication to 1) and strike 100 (the
+  public code uses the dataset size as strike).
+
+Not here (the R2PVI issue): Figure 2 (fit times; ``drjax bench --only offline``).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from drjax import data as data_lib
 from drjax import evaluate, planning
 from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, target_params
+from drjax.envs.put_option import PutOption
 
 FIG_A_AGENTS = ("pevi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2")  # registry names
 FIG_B_AGENT, FIG_C_AGENTS = "r2pvi-tv", ("drpvi", "r2pvi-tv")
@@ -40,12 +49,16 @@ FIG_C_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 10), 10))
 QS = tuple(np.round(np.linspace(0.0, 1.0, 11), 10))
 DEFAULT_SEEDS = 20
 BETA, LAM, DELTA, P = 1.0, 0.1, 0.3, 0.001
+PUT_ANCHORS, PUT_HORIZON, PUT_BETA, PUT_LAM = 30, 20, 0.1, 1.0
+PUT_WEIGHTS, PUT_RHOS = (1.0, 3.0, 5.0), (0.1, 0.2, 0.3)
+PUT_PU = (0.2, 0.4, 0.6, 0.8, 1.0)
+PUT_DEFAULT_SEEDS = 10
 
 
-def _hp(agent, spec, level):
+def _hp(agent, spec, level, beta=BETA, lam=LAM):
   """The agent's hyperparameters with ``level`` as its rho or reg_weight on every (h, i)."""
   H, d = agent.config.horizon, agent.config.feature_dim
-  values = dict(beta=jnp.asarray(BETA), lam=jnp.asarray(LAM))
+  values = dict(beta=jnp.asarray(beta), lam=jnp.asarray(lam))
   for f in agent.hparams_type._fields:
     if f in ("rho", "reg_weight"):
       values[f] = jnp.full((H, d), level)
@@ -106,6 +119,47 @@ def _program(num_trajectories: int):
   return env, jax.jit(program)
 
 
+@functools.lru_cache(maxsize=None)
+def _put_program(num_trajectories: int):
+  env = PutOption(num_anchors=PUT_ANCHORS, horizon=PUT_HORIZON, variant="notebook")
+  hold = data_lib.fixed(1)  # notebook variant: action 0 exercises, 1 holds
+  agents = {n: registry.make(n, env) for n in ("pevi", "r2pvi-tv", "drpvi")}
+
+  def policy(name, ds, level, params):
+    agent = agents[name]
+    qf = agent.fit(ds, _hp(agent, registry.get(name), level, PUT_BETA, PUT_LAM), form="buffer")
+    return evaluate.put_option_agent_policy(env, agent, qf, params.init_low, params.init_high)
+
+  def values(pol, params, p_us):
+    return evaluate.put_option_piecewise_values(pol, p_us, params.init_low, params.init_high)
+
+  def per_seed(key, params, p_us, weights, rhos):
+    ds = data_lib._collect(env, params, hold, key, num_trajectories)  # pylint: disable=protected-access
+    out = {"pevi": values(policy("pevi", ds, 0.0, params), params, p_us)}
+    out["r2pvi-tv"] = jax.vmap(lambda w: values(policy("r2pvi-tv", ds, w, params), params,
+                                                p_us))(weights)
+    out["drpvi"] = jax.vmap(lambda r: values(policy("drpvi", ds, r, params), params, p_us))(rhos)
+    return out
+
+  def program(keys, params, p_us, weights, rhos):
+    res = jax.vmap(lambda k: per_seed(k, params, p_us, weights, rhos))(keys)
+    opt = evaluate.put_option_optimal_policy(env, params.init_low, params.init_high,
+                                             source_p_u=params.p_u)
+    return res, values(opt, params, p_us)
+
+  return env, jax.jit(program)
+
+
+def run_put(*, seeds: int, trajectories: int, key) -> dict:
+  env, program = _put_program(trajectories)
+  params = env.make_params()
+  dtype = jnp.result_type(float)
+  res, ref = jax.device_get(program(jax.random.split(key, seeds), params,
+                                    jnp.asarray(PUT_PU, dtype), jnp.asarray(PUT_WEIGHTS, dtype),
+                                    jnp.asarray(PUT_RHOS, dtype)))
+  return {"agents": jax.tree_util.tree_map(np.asarray, res), "ref": np.asarray(ref)}
+
+
 def correspondence(levels=FIG_C_LEVELS, xi_norm: float = FIG_C_XI):
   """Exact rho -> weight (``planning.weight_for_radius``) for the rho-robust-optimal policy of each
   positive rho (float64 when JAX's x64 mode is on)."""
@@ -139,8 +193,11 @@ def run(*, seeds: int, trajectories: int, key) -> dict:
   for name in FIG_C_AGENTS:  # level 0: DRPVI is defined (rho = 0), R2PVI's weight is not
     if registry.get(name).uncertainty == "regularized":
       res[f"c/{name}"] = np.where(np.isnan(c_levels)[None, :], np.nan, res[f"c/{name}"])
+  put_seeds = min(seeds, PUT_DEFAULT_SEEDS) if seeds >= PUT_DEFAULT_SEEDS else seeds
   return {"agents": res, "ref": jax.tree_util.tree_map(np.asarray, ref),
-          "correspondence": correspondence(), "seconds": time.perf_counter() - t0}
+          "correspondence": correspondence(), "seconds": time.perf_counter() - t0,
+          "put": run_put(seeds=put_seeds, trajectories=trajectories,
+                         key=jax.random.fold_in(key, 3)), "put_seeds": put_seeds}
 
 
 def _curve(values):
@@ -175,7 +232,24 @@ def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
   b["non-robust optimum (exact)"] = _exact(R["b/nominal"])
   c = {disp(n): _curve(A[f"c/{n}"]) for n in FIG_C_AGENTS}
   corr = res["correspondence"]
+  P_ = res["put"]
+  d = {disp("pevi"): _curve(P_["agents"]["pevi"])}
+  for j, w in enumerate(PUT_WEIGHTS):
+    d[f"{disp('r2pvi-tv')}, weight {w:g}"] = _curve(P_["agents"]["r2pvi-tv"][:, j])
+  for j, r in enumerate(PUT_RHOS):
+    d[f"{disp('drpvi')}, rho {r:g}"] = _curve(P_["agents"]["drpvi"][:, j])
+  d["optimal stopping of the source (exact)"] = _exact(P_["ref"])
   return {
+      "fig1d": {"x": list(PUT_PU), "x_label": "price-up probability p",
+                "y_label": "average reward in the target domain", "curves": d,
+                "title": f"(d) put option, H = {PUT_HORIZON}, d = {PUT_ANCHORS + 1}",
+                "config": dict(base, env="put-option", seeds=res["put_seeds"], beta=PUT_BETA,
+                               **{"lambda": PUT_LAM}, delta=None, p=None, H=PUT_HORIZON,
+                               d=PUT_ANCHORS + 1, behavior="fixed:1 (always hold)",
+                               reg_weights=list(PUT_WEIGHTS), rhos=list(PUT_RHOS),
+                               agents=["pevi", "r2pvi-tv", "drpvi"], strike=100,
+                               evaluation="exact expected return on the price lattice, s0 ~ "
+                                          "U[95, 105] integrated exactly")},
       "fig1a": {"x": x, "x_label": "perturbation level q",
                 "y_label": "average reward in the target domain", "curves": a,
                 "title": f"(a) ||xi||_1 = {FIG_A_XI:g}, regularization weight {FIG_A_WEIGHT:g}",
@@ -222,18 +296,18 @@ def summary_rows(panels_: dict) -> list[str]:
 def plot(panels_: dict, path_base: str) -> None:
   """Four panels: (a), (b), (c) with their own legends, and the exact rho -> weight map."""
   from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
-  fig = outputs.new_figure((17.0, 4.2))
-  axes = fig.subplots(1, 4)
+  fig = outputs.new_figure((21.0, 4.2))
+  axes = fig.subplots(1, 5)
   styles = {"TV-regularized optimum, weight 0.1 (exact)": ("tab:olive", "--"),
             "non-robust optimum (exact)": ("tab:blue", "--")}
-  for ax, tag in zip(axes[:3], ("fig1a", "fig1b", "fig1c")):
+  for ax, tag in zip(list(axes[:3]) + [axes[4]], ("fig1a", "fig1b", "fig1c", "fig1d")):
     p = panels_[tag]
     x = np.asarray(p["x"], float)
     for k, (name, cur) in enumerate(p["curves"].items()):
       m, se = np.asarray(cur["mean"], float), np.asarray(cur["stderr"], float)
       color, ls = styles.get(name, (outputs.COLORS.get(name, f"C{k}"), "-"))
-      if tag == "fig1b" and "weight" in name:  # identical curves: offset dashes to see them all
-        ls = (k * 1.5, (6, 4))
+      if tag in ("fig1b", "fig1d") and ("weight" in name or "rho" in name):
+        ls = (k * 1.5, (6, 4))  # curves that coincide: offset dashes to see them all
       ax.plot(x, m, color=color, ls=ls, lw=1.2 if ls == "--" else 1.8, label=name)
       if ls != "--":
         ax.fill_between(x, m - 1.96 * se, m + 1.96 * se, color=color, alpha=0.15)
@@ -251,7 +325,7 @@ def plot(panels_: dict, path_base: str) -> None:
   axes[3].set_ylabel("regularization weight", fontsize=8)
   axes[3].tick_params(labelsize=7)
   c = p["config"]
-  fig.suptitle(f"R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(c), exact evaluation — "
+  fig.suptitle(f"R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(d), exact evaluation — "
                f"{c['seeds']} seeds, K = {c['trajectories']} uniform trajectories; mean and 95% "
                "band across seeds", fontsize=9)
   fig.tight_layout()

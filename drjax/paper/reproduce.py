@@ -122,7 +122,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   if "r2pvi" in names:
     from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
     s_r2 = seeds or r2pvi.DEFAULT_SEEDS
-    _log(quiet, f"[drjax] R2PVI paper (r2pvi): Figure 1(a)-(c), {s_r2} seeds x {episodes} "
+    _log(quiet, f"[drjax] R2PVI paper (r2pvi): Figure 1(a)-(d), {s_r2} seeds x {episodes} "
                 "uniform trajectories, exact evaluation ...")
     jobs["r2pvi"] = _Job(lambda: r2pvi.run(seeds=s_r2, trajectories=episodes,
                                            key=jax.random.fold_in(key, 8)))
