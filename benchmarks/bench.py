@@ -829,8 +829,8 @@ def engine_bench(quick: bool = False, *, full: bool = False, only=None, reps: in
 
 @_benchmark
 def offline_bench(quick: bool = False, *, full: bool = False, reps: int = 3) -> dict:
-  """drjax's offline fits (PEVI, DRPVI, VA-DRPVI) vs the vectorized NumPy of
-  ``numpy_offline.py`` (``offline.py``)."""
+  """drjax's offline fits (PEVI, DRPVI, VA-DRPVI, R2PVI-TV/KL/chi2, DRVI-L) vs the vectorized
+  NumPy of ``numpy_offline.py`` (``offline.py``)."""
   import offline  # pylint: disable=g-import-not-at-top
   rows = offline.offline(quick, full=full, reps=reps,
                          log=lambda m: print(m, file=sys.stderr, flush=True))

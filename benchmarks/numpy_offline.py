@@ -1,4 +1,5 @@
-"""Vectorized NumPy implementations of drjax's offline algorithms (PEVI, DRPVI, VA-DRPVI).
+"""Vectorized NumPy implementations of drjax's offline algorithms (PEVI, DRPVI, VA-DRPVI,
+R2PVI-TV / -KL / -chi2, DRVI-L).
 
 The baselines of ``benchmarks/offline.py``: the same mathematics as ``drjax/agents/offline.py``
 (buffer form: one regression atom per transition) with the options drjax uses by default when a
@@ -24,8 +25,33 @@ Per step h (``top = H - h``, ``V_{H} = 0``):
   clip(phi^T z1, 0, H)^2 - var_shift)`` from the pilot's ridge regressions of ``V'`` and
   ``V'^2``, then DRPVI on D with weights ``1 / sigma^2`` in the Gram matrix and the regression.
 
+The robust *regularized* agents (R2PVI, Tang, Liu & Xu 2025; ``reg_weight`` [H, d] the paper's
+lambda) and the KL-constrained DRVI-L (Ma et al. 2022) share the penalty ``"paper"``, the
+truncation, ``w_{H-1} = theta_{H-1}`` and ``w_h = theta_h + nu_h`` with, per coordinate i
+(``z_i = [Lambda_h^-1 sum_n g_n T_i(v_n)]_i``, a diagonal of ``Lambda^-1 Y``,
+``drjax/agents/pieces.py``):
+
+* R2PVI-TV: ``T_i(v) = min(v, m + weight_i)`` (``m`` = data minimum of ``V_{h+1}``);
+* R2PVI-KL: ``T_i(v) = exp(-(v - m) / weight_i)`` and ``nu_i = m - weight_i clip(log z_i,
+  -(top_{h+1} - m) / weight_i, 0)`` (clipped in the log domain, ``log`` of a nonpositive ``z``
+  taken as the lower end);
+* R2PVI-chi2: ``nu_i = max_{alpha in [0, H]} z_i(alpha) - (z2_i(alpha) - z_i(alpha)^2) / (4
+  weight_i)`` (``z``, ``z2`` the ridge estimates of ``[V]_alpha``, ``[V]_alpha^2``): a quadratic in
+  alpha between consecutive sorted targets, maximized exactly over every interval (its ends and
+  the stationary point of a concave piece) after ONE argsort and prefix sums
+  (``drjax/robust.py::chi2_dual_max``);
+* DRVI-L: ``nu_i = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i``, ``zhat(alpha) =
+  exp(-m/alpha) Lambda^-1 sum_n g_n exp(-(v_n - m)/alpha)`` clipped (log domain) to
+  ``[-H/alpha, 0]``, by the same bounded search as ``drjax/robust.py::kl_dual_search``: 64
+  log-spaced alphas in ``[1e-4, 1e4]``, then golden section in ``log alpha`` on the best grid
+  cell's neighbours (bracket clamped to the bounds) for a fixed number of iterations (bracket
+  below ``tol = 1e-6``), all ``d`` coordinates (and seeds) at once.
+
 ``check_agreement`` fits drjax and these on the same dataset (float64) and returns the largest
-``|w_numpy - w_drjax|`` per agent; ``tests/test_bench_offline.py`` requires it below 1e-8.
+``|w_numpy - w_drjax|`` per agent; ``tests/test_bench_offline.py`` requires it below 1e-8 (1e-6
+for DRVI-L, whose search compares objective values: a rounding-level difference can send a
+golden-section step the other way on a near tie, which moves the result by at most the
+objective's variation over the final bracket).
 
 The dataset is given as NumPy arrays (``NpDataset``; ``from_drjax`` converts a
 ``drjax.data.Dataset``), step-major like drjax's, optionally with a leading batch (seed) axis on
@@ -36,11 +62,15 @@ dataset's float dtype.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
-AGENTS = ("pevi", "drpvi", "va-drpvi")
+AGENTS = ("pevi", "drpvi", "va-drpvi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2", "drvi-l")
+R2PVI = {"r2pvi-tv": "tv-reg", "r2pvi-kl": "kl-reg", "r2pvi-chi2": "chi2-reg"}  # name -> oracle
+KL_SEARCH_BOUNDS = (1e-4, 1e4)  # robust.KL_SEARCH_BOUNDS
+KL_SEARCH_GRID = 64  # robust.KL_SEARCH_GRID
 
 
 class NpDataset(NamedTuple):
@@ -194,11 +224,159 @@ def tv_nu(pinv, g, v, valid, rho, horizon):
   return nu
 
 
-def _pass(ds: NpDataset, g, gram, reward_sum, *, beta, lam, rho, robust: bool, width: str,
-          moments: bool = False):
+def _diag_of_product(pinv, y):
+  """``diag(pinv @ y)`` for ``pinv, y [B, d, d]``: ``[B, d]`` without the full product."""
+  return np.sum(pinv * np.swapaxes(y, -1, -2), axis=-1)
+
+
+def tv_reg_nu(pinv, g, v, m, weight):
+  """R2PVI-TV: ``nu_i = [pinv sum_n g_n min(v_n, m + weight_i)]_i``. Batched: ``pinv [B, d, d]``,
+  ``g [B, N, d]``, ``v [B, N]``, ``m [B]``, ``weight [B, d]``; returns ``[B, d]``."""
+  t = np.minimum(v[..., None], (m[:, None] + weight)[:, None, :])  # [B, N, d]
+  return _diag_of_product(pinv, np.matmul(np.swapaxes(g, -1, -2), t))
+
+
+def kl_reg_nu(pinv, g, v, valid, m, weight, top):
+  """R2PVI-KL: ``nu_i = m - weight_i clip(log z_i, -(top - m)/weight_i, 0)``, ``z_i = [pinv sum_n
+  g_n exp(-(v_n - m)/weight_i)]_i`` (``v`` replaced by ``m`` off ``valid``; ``log`` of a
+  nonpositive ``z`` is the lower end), as ``pieces.kl_reg_oracle``. Shapes as ``tv_reg_nu``,
+  ``valid [B, N]``, ``top`` a scalar."""
+  dtype = g.dtype
+  vm = np.where(valid, v, m[:, None])
+  u = np.exp(-(vm[..., None] - m[:, None, None]) / weight[:, None, :])  # [B, N, d] in (0, 1]
+  z = _diag_of_product(pinv, np.matmul(np.swapaxes(g, -1, -2), u))
+  log_lo = -(dtype.type(top) - m[:, None]) / weight
+  tiny = np.finfo(dtype).tiny
+  logz = np.where(z > 0, np.log(np.maximum(z, tiny)), log_lo)
+  return m[:, None] - weight * np.clip(logz, log_lo, 0.0)
+
+
+def chi2_reg_nu(pinv, g, v, weight, horizon):
+  """R2PVI-chi2: exact ``nu_i = max_{alpha in [0, H]} z_i(alpha) - (z2_i(alpha) - z_i(alpha)^2) /
+  (4 weight_i)`` with ``z(alpha) = pinv sum_n g_n min(v_n, alpha)``, ``z2`` the same of
+  ``min(v_n, alpha)^2`` (``robust.chi2_dual_max``).
+
+  After one argsort of ``v`` (``vs``) and prefix sums of ``gp_n = pinv g_n``, ``gp_n vs_n`` and
+  ``gp_n vs_n^2``: on the interval ``[c_k, c_{k+1}]`` of ``c = [0, clip(vs, 0, H), H]`` with ``p``
+  targets at or below ``c_k``, ``z = A + alpha B`` and ``z2 = C + alpha^2 B`` (``A``, ``C`` the
+  prefix sums of ``gp vs``, ``gp vs^2`` over those ``p``, ``B`` the sum of ``gp`` over the rest),
+  so the objective is a quadratic in alpha there: its maximum is at an end or at the stationary
+  point of a concave piece. With every target in ``[0, H]`` (always so for clipped values)
+  ``p = k`` on the interval ``[vs_{k-1}, vs_k]`` (also with ties: a tied interval is a point,
+  where both splits give the same value), so the prefix sums are used as they are, no gather.
+  Batched: ``pinv [B, d, d]``, ``g [B, N, d]``, ``v [B, N]``, ``weight [B, d]``; returns
+  ``[B, d]``.
+  """
+  B, N, d = g.shape
+  dtype = g.dtype
+  H = dtype.type(horizon)
+  order = np.argsort(v, axis=-1)
+  vs = np.take_along_axis(v, order, axis=-1)  # [B, N]
+  gp = np.matmul(_gather_rows(g, order), np.swapaxes(pinv, -1, -2))  # [B, N, d]
+  pre = prefix_sums(np.concatenate([gp, gp * vs[..., None], gp * (vs * vs)[..., None]], axis=-1))
+  pre = np.concatenate([np.zeros((B, 1, 3 * d), dtype), pre], axis=1)  # exclusive: [B, N + 1, 3d]
+  cm, cmv, cmv2 = pre[..., :d], pre[..., d:2 * d], pre[..., 2 * d:]
+  tot = cm[:, -1:]  # [B, 1, d]
+  c = np.concatenate([np.zeros((B, 1), dtype), np.clip(vs, 0, H), np.full((B, 1), H, dtype)],
+                     axis=1)  # [B, N + 2]
+  lo, hi = c[:, :-1, None], c[:, 1:, None]  # [B, N + 1, 1]
+  if np.all(vs[:, 0] >= 0) and np.all(vs[:, -1] <= H):
+    A, C, Bc = cmv, cmv2, tot - cm  # p = k on interval k
+  else:  # the general path: p = #{vs <= c_k} (targets outside [0, H] only)
+    p = np.stack([np.searchsorted(vs[b], c[b, :-1], side="right") for b in range(B)])[..., None]
+    A = np.take_along_axis(cmv, p, axis=1)
+    C = np.take_along_axis(cmv2, p, axis=1)
+    Bc = tot - np.take_along_axis(cm, p, axis=1)
+  w4 = 4.0 * weight[:, None, :]  # [B, 1, d]
+
+  def f(alpha):
+    z = A + alpha * Bc
+    return z - (C + alpha * alpha * Bc - z * z) / w4
+
+  a1 = Bc + 2.0 * A * Bc / w4
+  a2 = (Bc * Bc - Bc) / w4
+  concave = a2 < 0
+  stat = np.where(concave, -a1 / (2.0 * np.where(concave, a2, -1.0)), lo)
+  stat = np.clip(stat, lo, hi)
+  vals = np.maximum(np.maximum(f(lo), f(hi)), f(stat))  # [B, N + 1, d]
+  return vals.max(axis=1)
+
+
+def _kl_search_iters(tol: float, bounds=KL_SEARCH_BOUNDS, grid_size: int = KL_SEARCH_GRID) -> int:
+  """Golden-section iterations of ``robust.kl_dual_search`` (the same formula)."""
+  invphi = (math.sqrt(5.0) - 1.0) / 2.0
+  return max(1, int(math.ceil(math.log(tol / (2.0 * (math.log(bounds[1]) - math.log(bounds[0]))
+                                              / (grid_size - 1))) / math.log(invphi))))
+
+
+def kl_con_nu(pinv, g, v, valid, rho, horizon, *, tol: float = 1e-6,
+              bounds=KL_SEARCH_BOUNDS, grid_size: int = KL_SEARCH_GRID):
+  """DRVI-L: ``nu_i = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i`` by
+  ``robust.kl_dual_search``'s bounded search (NOT exact; the same grid, bracket and iterations).
+
+  ``zhat(alpha) = exp(-m/alpha) M exp(-(v - m)/alpha)`` (``M = pinv g^T``, ``m`` the minimum of
+  ``v`` over ``valid``), its log clipped to ``[-H/alpha, 0]`` (``-inf``, hence the lower end, where
+  the estimate is nonpositive). ``grid_size`` log-spaced alphas in ``bounds`` (one ``[d, N] x
+  [N, G]`` product), then golden section in ``log alpha`` on ``[la_j - step, la_j + step]``
+  (clamped to the bounds) around each coordinate's best grid point, every coordinate at once;
+  the result is the best value seen. Batched: ``pinv [B, d, d]``, ``g [B, N, d]``, ``v [B, N]``,
+  ``valid [B, N]``, ``rho [B, d]``; returns ``[B, d]``.
+  """
+  B, N, d = g.shape
+  dtype = g.dtype
+  H = dtype.type(horizon)
+  M = np.matmul(pinv, np.swapaxes(g, -1, -2))  # [B, d, N]
+  m = np.where(valid, v, np.inf).min(axis=-1)  # [B]
+  m = np.where(np.isfinite(m), m, 0.0).astype(dtype)
+  excess = np.where(valid, v, m[:, None]) - m[:, None]  # [B, N] >= 0
+  tiny = np.finfo(dtype).tiny
+
+  def value(alpha, zu, m_, rho_):
+    logz = np.where(zu > 0, -m_ / alpha + np.log(np.maximum(zu, tiny)), -np.inf)
+    logz = np.clip(logz, -H / alpha, 0.0)
+    return -alpha * logz - alpha * rho_
+
+  la = np.linspace(math.log(bounds[0]), math.log(bounds[1]), grid_size, dtype=dtype)
+  ga = np.exp(la)  # [G]
+  u = np.exp(-excess[:, None, :] / ga[None, :, None])  # [B, G, N]
+  grid_vals = value(ga[None, None, :], np.matmul(M, np.swapaxes(u, -1, -2)), m[:, None, None],
+                    rho[..., None])  # [B, d, G]
+  j = np.argmax(grid_vals, axis=-1)  # [B, d]
+  step = la[1] - la[0]
+  a = np.maximum(la[j] - step, la[0])
+  b = np.minimum(la[j] + step, la[-1])
+  neg_excess = -excess[:, None, :]  # [B, 1, N]
+
+  def f(x):  # x [B, d] log alpha per coordinate
+    alpha = np.exp(x)
+    e = neg_excess / alpha[..., None]  # [B, d, N]
+    np.exp(e, out=e)
+    zu = np.einsum("bdn,bdn->bd", M, e)
+    return value(alpha, zu, m[:, None], rho)
+
+  invphi = (math.sqrt(5.0) - 1.0) / 2.0
+  x1 = b - invphi * (b - a)
+  x2 = a + invphi * (b - a)
+  f1, f2 = f(x1), f(x2)
+  for _ in range(_kl_search_iters(tol, bounds, grid_size)):
+    left = f1 >= f2
+    b = np.where(left, x2, b)
+    a = np.where(left, a, x1)
+    x2n = np.where(left, x1, a + invphi * (b - a))
+    x1n = np.where(left, b - invphi * (b - a), x2)
+    fn = f(np.where(left, x1n, x2n))
+    f1, f2 = np.where(left, fn, f2), np.where(left, f1, fn)
+    x1, x2 = x1n, x2n
+  return np.maximum(grid_vals.max(axis=-1), np.maximum(f1, f2))
+
+
+def _pass(ds: NpDataset, g, gram, reward_sum, *, beta, lam, oracle: str, width: str, rho=None,
+          weight=None, moments: bool = False, tol: float = 1e-6):
   """One backward induction; returns ``(w, pinv, y1, y2)`` with ``y1[h] = g_h^T V_{h+1}``,
   ``y2[h] = g_h^T V_{h+1}^2`` (all ``[B, H, ...]``; computed only with ``moments``, for
-  VA-DRPVI's pilot pass)."""
+  VA-DRPVI's pilot pass). ``oracle``: ``"ridge"`` (PEVI), ``"tv"`` (DRPVI, ``rho``), ``"tv-reg"``,
+  ``"kl-reg"``, ``"chi2-reg"`` (R2PVI, ``weight``) or ``"kl-con"`` (DRVI-L, ``rho``); ``rho`` and
+  ``weight`` are ``[B, H, d]``."""
   B, H, N, d = ds.phi.shape
   dtype = ds.phi.dtype
   beta = dtype.type(beta)
@@ -206,22 +384,36 @@ def _pass(ds: NpDataset, g, gram, reward_sum, *, beta, lam, rho, robust: bool, w
   w = np.zeros((B, H, d), dtype)
   y1 = np.zeros((B, H, d), dtype)
   y2 = np.zeros((B, H, d), dtype)
-  if robust:
-    w[:, H - 1] = ds.theta[:, H - 1]
-  else:
+  if oracle == "ridge":
     w[:, H - 1] = np.matmul(pinv[:, H - 1], reward_sum[:, H - 1, :, None])[..., 0]
+  else:
+    w[:, H - 1] = ds.theta[:, H - 1]
   for h in range(H - 2, -1, -1):
-    v = _next_values(w[:, h + 1], pinv[:, h + 1], beta, dtype.type(H - h - 1),
-                     ds.next_phi[:, h], ds.next_fail[:, h], ds.valid, width)
+    top = dtype.type(H - h - 1)
+    v = _next_values(w[:, h + 1], pinv[:, h + 1], beta, top, ds.next_phi[:, h],
+                     ds.next_fail[:, h], ds.valid, width)
     gh = g[:, h]  # [B, N, d]
     if moments:
       y1[:, h] = np.matmul(v[:, None, :], gh)[:, 0]  # [B, d]
       y2[:, h] = np.matmul((v * v)[:, None, :], gh)[:, 0]
-    if robust:
-      w[:, h] = ds.theta[:, h] + tv_nu(pinv[:, h], gh, v, ds.valid, rho[:, h], H)
-    else:
+    if oracle == "ridge":
       gv = np.matmul(v[:, None, :], gh)[:, 0]
       w[:, h] = np.matmul(pinv[:, h], (reward_sum[:, h] + gv)[..., None])[..., 0]
+      continue
+    if oracle == "tv":
+      nu = tv_nu(pinv[:, h], gh, v, ds.valid, rho[:, h], H)
+    elif oracle == "tv-reg":
+      nu = tv_reg_nu(pinv[:, h], gh, v, np.where(ds.valid, v, np.inf).min(axis=-1), weight[:, h])
+    elif oracle == "kl-reg":
+      nu = kl_reg_nu(pinv[:, h], gh, v, ds.valid, np.where(ds.valid, v, np.inf).min(axis=-1),
+                     weight[:, h], top)
+    elif oracle == "chi2-reg":
+      nu = chi2_reg_nu(pinv[:, h], gh, v, weight[:, h], H)
+    elif oracle == "kl-con":
+      nu = kl_con_nu(pinv[:, h], gh, v, ds.valid, rho[:, h], H, tol=tol)
+    else:
+      raise ValueError(f"unknown oracle {oracle!r}")
+    w[:, h] = ds.theta[:, h] + nu
   return w, pinv, y1, y2
 
 
@@ -233,8 +425,7 @@ def pevi(ds: NpDataset, *, beta, lam) -> dict:
   """PEVI: ``{"w": [(B,) H, d], "pinv": [(B,) H, d, d]}``."""
   ds, batched = _batched(ds)
   g, gram, rs = _atoms(ds)
-  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam, rho=None, robust=False,
-                        width="ellipsoid")
+  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam, oracle="ridge", width="ellipsoid")
   return _out(w, pinv, batched)
 
 
@@ -243,8 +434,8 @@ def drpvi(ds: NpDataset, *, rho, beta, lam, penalty: str = "paper") -> dict:
   ds, batched = _batched(ds)
   B, H, _, d = ds.phi.shape
   g, gram, rs = _atoms(ds)
-  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam,
-                        rho=_rho(rho, B, H, d, ds.phi.dtype), robust=True, width=penalty)
+  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam, oracle="tv", width=penalty,
+                        rho=_rho(rho, B, H, d, ds.phi.dtype))
   return _out(w, pinv, batched)
 
 
@@ -257,16 +448,40 @@ def va_drpvi(ds: NpDataset, pilot: NpDataset, *, rho, beta, lam, var_shift=0.0,
   dtype = ds.phi.dtype
   rho = _rho(rho, B, H, d, dtype)
   pg, pgram, prs = _atoms(pilot)
-  _, ppinv, y1, y2 = _pass(pilot, pg, pgram, prs, beta=beta, lam=lam, rho=rho, robust=True,
-                           width=penalty, moments=True)
+  _, ppinv, y1, y2 = _pass(pilot, pg, pgram, prs, beta=beta, lam=lam, oracle="tv", width=penalty,
+                           rho=rho, moments=True)
   z1 = np.matmul(ppinv, y1[..., None])  # [B, H, d, 1]
   z2 = np.matmul(ppinv, y2[..., None])
   m1 = np.clip(np.matmul(ds.phi, z1)[..., 0], 0.0, H)  # [B, H, N]
   m2 = np.clip(np.matmul(ds.phi, z2)[..., 0], 0.0, H * H)
   wts = (1.0 / np.maximum(1.0, m2 - m1 * m1 - dtype.type(var_shift))).astype(dtype)
   g, gram, rs = _atoms(ds, wts)
-  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam, rho=rho, robust=True,
-                        width=penalty)
+  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam, oracle="tv", width=penalty, rho=rho)
+  return _out(w, pinv, batched)
+
+
+def r2pvi(ds: NpDataset, *, divergence: str = "tv", reg_weight, beta, lam,
+          penalty: str = "paper") -> dict:
+  """R2PVI (``divergence`` ``"tv"``, ``"kl"`` or ``"chi2"``; vmin = data minimum):
+  ``{"w", "pinv"}``; ``reg_weight`` > 0, scalar or ``[H, d]``."""
+  oracle = R2PVI.get(f"r2pvi-{divergence}")
+  if oracle is None:
+    raise ValueError(f"unknown divergence {divergence!r}; choose from tv, kl, chi2")
+  ds, batched = _batched(ds)
+  B, H, _, d = ds.phi.shape
+  g, gram, rs = _atoms(ds)
+  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam, oracle=oracle, width=penalty,
+                        weight=_rho(reg_weight, B, H, d, ds.phi.dtype))
+  return _out(w, pinv, batched)
+
+
+def drvi_l(ds: NpDataset, *, rho, beta, lam, penalty: str = "paper", tol: float = 1e-6) -> dict:
+  """DRVI-L (KL radius ``rho`` >= 0, scalar or ``[H, d]``): ``{"w", "pinv"}``."""
+  ds, batched = _batched(ds)
+  B, H, _, d = ds.phi.shape
+  g, gram, rs = _atoms(ds)
+  w, pinv, _, _ = _pass(ds, g, gram, rs, beta=beta, lam=lam, oracle="kl-con", width=penalty,
+                        rho=_rho(rho, B, H, d, ds.phi.dtype), tol=tol)
   return _out(w, pinv, batched)
 
 
@@ -277,8 +492,9 @@ def _out(w, pinv, batched):
 
 
 def fit(name: str, ds: NpDataset, *, pilot: NpDataset | None = None, rho=0.0, beta=1.0,
-        lam=0.1, var_shift=0.0) -> dict:
-  """``fit("pevi" | "drpvi" | "va-drpvi", ds, ...)``: the matching function above."""
+        lam=0.1, var_shift=0.0, reg_weight=0.1) -> dict:
+  """``fit(name, ds, ...)`` for a name of ``AGENTS``: the matching function above (``rho``: TV
+  radius for DRPVI / VA-DRPVI, KL radius for DRVI-L; ``reg_weight``: R2PVI's)."""
   if name == "pevi":
     return pevi(ds, beta=beta, lam=lam)
   if name == "drpvi":
@@ -287,7 +503,24 @@ def fit(name: str, ds: NpDataset, *, pilot: NpDataset | None = None, rho=0.0, be
     if pilot is None:
       raise ValueError("va-drpvi needs a pilot dataset")
     return va_drpvi(ds, pilot, rho=rho, beta=beta, lam=lam, var_shift=var_shift)
+  if name in R2PVI:
+    return r2pvi(ds, divergence=name[len("r2pvi-"):], reg_weight=reg_weight, beta=beta, lam=lam)
+  if name == "drvi-l":
+    return drvi_l(ds, rho=rho, beta=beta, lam=lam)
   raise ValueError(f"unknown agent {name!r}; choose from {AGENTS}")
+
+
+HPARAMS = {"pevi": ("beta", "lam"), "drpvi": ("rho", "beta", "lam"),
+           "va-drpvi": ("rho", "beta", "lam", "var_shift"),
+           "r2pvi-tv": ("reg_weight", "beta", "lam"), "r2pvi-kl": ("reg_weight", "beta", "lam"),
+           "r2pvi-chi2": ("reg_weight", "beta", "lam"),
+           "drvi-l": ("rho", "beta", "lam")}  # as the registry's AgentSpec.hparams
+
+
+def hparams_for(name: str, values: dict) -> dict:
+  """The entries of ``values`` that agent ``name`` takes (for ``fit`` and
+  ``registry.make_hparams``)."""
+  return {k: values[k] for k in HPARAMS[name] if k in values}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,15 +528,17 @@ def fit(name: str, ds: NpDataset, *, pilot: NpDataset | None = None, rho=0.0, be
 
 
 def check_agreement(env, params, behavior, num_trajectories: int = 40, *, seed: int = 0,
-                    agents=AGENTS, rho=0.1, beta=0.1, lam=1.0, var_shift=0.0) -> dict:
+                    agents=AGENTS, rho=0.1, beta=0.1, lam=1.0, var_shift=0.0,
+                    reg_weight=1.0) -> dict:
   """Largest ``|w_numpy - w_drjax|`` (and of ``Lambda^-1``) per agent on one small dataset.
 
   Collects a dataset (and a pilot for VA-DRPVI) with drjax, fits each agent with
   ``registry.make(name, env).fit`` (no model: buffer form, ``vmin`` = data minimum) and with the
-  NumPy functions above on the same arrays. Run it with ``jax_enable_x64`` on (the comparison is
-  meant in float64, where the two agree to rounding, ~1e-12); under float32 it still runs, with
-  float32 rounding. Returns ``{agent: {"w": max abs diff, "pinv": ..., "w_scale": max |w|}}`` plus
-  ``"dtype"``.
+  NumPy functions above on the same arrays (``rho``: the TV radius of DRPVI / VA-DRPVI and the KL
+  radius of DRVI-L; ``reg_weight``: R2PVI's). Run it with ``jax_enable_x64`` on (the comparison is
+  meant in float64, where the two agree to rounding, ~1e-12; DRVI-L's search to within its
+  tolerance); under float32 it still runs, with float32 rounding. Returns ``{agent: {"w": max abs
+  diff, "pinv": ..., "w_scale": max |w|}}`` plus ``"dtype"``.
   """
   import jax  # pylint: disable=g-import-not-at-top
   from drjax import data  # pylint: disable=g-import-not-at-top
@@ -314,15 +549,13 @@ def check_agreement(env, params, behavior, num_trajectories: int = 40, *, seed: 
   pilot = data.collect(env, params, behavior, jax.random.fold_in(key, 1), num_trajectories)
   nds, npilot = from_drjax(ds), from_drjax(pilot)
   H, d = env.horizon, env.feature_dim
-  rho_arr = np.broadcast_to(np.asarray(rho, np.float64), (H, d))
+  hd = lambda x: np.broadcast_to(np.asarray(x, np.float64), (H, d))  # noqa: E731
+  values = {"beta": beta, "lam": lam, "rho": hd(rho), "var_shift": var_shift,
+            "reg_weight": hd(reg_weight)}
   out = {"dtype": str(nds.phi.dtype)}
   for name in agents:
     agent = registry.make(name, env)
-    kw = dict(beta=beta, lam=lam)
-    if name != "pevi":
-      kw["rho"] = rho_arr
-    if name == "va-drpvi":
-      kw["var_shift"] = var_shift
+    kw = hparams_for(name, values)
     hp = registry.make_hparams(name, env, **kw)
     qf = agent.fit(ds, hp, pilot=pilot if agent.needs_pilot else None)
     ref = fit(name, nds, pilot=npilot, **kw)

@@ -1,4 +1,5 @@
-"""Offline benchmark: drjax's ``agent.fit`` (PEVI, DRPVI, VA-DRPVI) against vectorized NumPy.
+"""Offline benchmark: drjax's ``agent.fit`` (PEVI, DRPVI, VA-DRPVI, R2PVI-TV / -KL / -chi2,
+DRVI-L) against vectorized NumPy.
 
 Two workloads, each timed warm (after a first call that traces and compiles) in this process,
 drjax and NumPy interleaved on the same data, minimum and median over the repeats (the machines
@@ -6,11 +7,15 @@ are shared: the minimum is the least disturbed run):
 
 * **Put option** (``PutOption(num_anchors, horizon=20, variant="notebook")``, ``d = anchors + 1``,
   A = 2), the R2PVI paper's timing table: datasets of N trajectories under ``data.fixed(1)``
-  (always hold, as the R2PVI public code), beta = 0.1, lambda = 1, rho = 0.1; ONE
-  ``agent.fit(ds, hp[, pilot=ds2])`` through the entry point a user calls (host-side argument
-  checks included; ``jit`` column: the same fit wrapped in ``jax.jit``, no host checks) vs
-  ``numpy_offline.fit`` on the same arrays. The paper's published NumPy timings (laptop
-  i5-11300H) are quoted as a reference column; they were not measured here.
+  (always hold, as the R2PVI public code), beta = 0.1, lambda = 1, rho = 0.1 (the TV radius of
+  DRPVI / VA-DRPVI and the KL radius of DRVI-L), R2PVI's regularization weight 1 (the smallest of
+  the paper's put-option lambda in {1, 3, 5}); ONE ``agent.fit(ds, hp[, pilot=ds2])`` through the
+  entry point a user calls (host-side argument checks included; ``jit`` column: the same fit
+  wrapped in ``jax.jit``, no host checks) vs ``numpy_offline.fit`` on the same arrays. The
+  paper's published NumPy timings (laptop i5-11300H; none for VA-DRPVI and R2PVI-chi2) are quoted
+  as a reference column; they were not measured here. Each R2PVI row also gives its time over
+  its non-regularized counterpart's at the same (N, anchors) (``BASELINE``: PEVI for R2PVI-TV /
+  -KL, DRPVI for R2PVI-chi2 and DRVI-L), drjax and NumPy alike.
 * **Linear MDP** (``LinearMDP()``, xi_norm = 0.2, H = 3, d = 4, A = 16), DRPVI with rho_{1,4} =
   0.4, beta = 1, lambda = 0.1, 1,000 seeds x 100 trajectories (uniform behavior):
   ``jit(vmap(make_fit + exact target values on 21 targets))`` over the seeds (collection + fit in
@@ -50,20 +55,29 @@ import numpy as np  # noqa: E402
 import numpy_offline as npo  # noqa: E402
 
 AGENTS = npo.AGENTS
-PUT_HP = {"beta": 0.1, "lam": 1.0, "rho": 0.1}
+PUT_HP = {"beta": 0.1, "lam": 1.0, "rho": 0.1, "reg_weight": 1.0}  # each agent takes its own
 PUT_HORIZON = 20
 # (N trajectories, anchors): the R2PVI paper's table; the default run does its first row only.
 PUT_GRID_FULL = ((1000, 30), (5000, 30), (10000, 30), (1000, 60), (1000, 120))
 PUT_GRID_DEFAULT = ((1000, 30),)
 PUT_GRID_QUICK = ((50, 30),)
-# Published NumPy seconds (R2PVI paper, laptop i5-11300H; no VA-DRPVI number), by (agent, N,
-# anchors).
+# Published NumPy seconds (R2PVI paper, laptop i5-11300H; no VA-DRPVI or R2PVI-chi2 number), by
+# (agent, N, anchors).
 PUBLISHED = {
     ("pevi", 1000, 30): 0.80, ("pevi", 5000, 30): 4.07, ("pevi", 10000, 30): 8.15,
     ("drpvi", 1000, 30): 1.70, ("drpvi", 5000, 30): 6.77, ("drpvi", 10000, 30): 13.40,
     ("pevi", 1000, 60): 1.84, ("pevi", 1000, 120): 5.56,
     ("drpvi", 1000, 60): 3.49, ("drpvi", 1000, 120): 16.66,
+    ("r2pvi-tv", 1000, 30): 1.08, ("r2pvi-tv", 5000, 30): 5.05, ("r2pvi-tv", 10000, 30): 8.99,
+    ("r2pvi-tv", 1000, 60): 1.95, ("r2pvi-tv", 1000, 120): 4.97,
+    ("r2pvi-kl", 1000, 30): 1.04, ("r2pvi-kl", 5000, 30): 5.02, ("r2pvi-kl", 10000, 30): 9.03,
+    ("r2pvi-kl", 1000, 60): 1.79, ("r2pvi-kl", 1000, 120): 6.31,
+    ("drvi-l", 1000, 30): 1.64, ("drvi-l", 5000, 30): 7.01, ("drvi-l", 10000, 30): 15.04,
+    ("drvi-l", 1000, 60): 4.12, ("drvi-l", 1000, 120): 16.19,
 }
+# The non-regularized counterpart each R2PVI row (and DRVI-L) is compared with at the same
+# (N, anchors): the time ratio agent / baseline.
+BASELINE = {"r2pvi-tv": "pevi", "r2pvi-kl": "pevi", "r2pvi-chi2": "drpvi", "drvi-l": "drpvi"}
 PUBLISHED_SOURCE = "R2PVI paper, NumPy on a laptop i5-11300H (quoted, not run here)"
 LINEAR = {"seeds": 1000, "trajectories": 100, "targets": 21, "xi_norm": 0.2, "beta": 1.0,
           "lam": 0.1, "rho_04": 0.4}
@@ -200,7 +214,7 @@ def put_rows(num_trajectories: int, anchors: int, *, reps: int = 3, agents=AGENT
   for name in agents:
     log(f"[drjax bench] offline: put option {name} N={num_trajectories} anchors={anchors} ...")
     agent = registry.make(name, env)
-    kw = {k: v for k, v in PUT_HP.items() if name != "pevi" or k != "rho"}
+    kw = npo.hparams_for(name, PUT_HP)
     hp = registry.make_hparams(name, env, **kw)
     p = pilot if agent.needs_pilot else None
     entry = lambda: agent.fit(ds, hp, pilot=p)  # noqa: E731
@@ -236,7 +250,23 @@ def put_rows(num_trajectories: int, anchors: int, *, reps: int = 3, agents=AGENT
     _add_ratios(row)
     log(f"[drjax bench]   {_short(row)}")
     rows.append(row)
+  _add_baseline_ratios(rows)
   return rows
+
+
+def _add_baseline_ratios(rows):
+  """``ratio_over_baseline``: ``{"baseline", "drjax", "drjax_jit", "numpy"}`` warm-minimum ratios
+  of each ``BASELINE`` agent over its counterpart in ``rows`` (one (N, anchors)); None when the
+  counterpart was not run."""
+  by_agent = {r["agent"]: r for r in rows}
+  for r in rows:
+    base = by_agent.get(BASELINE.get(r["agent"]))
+    if base is None:
+      r["ratio_over_baseline"] = None
+      continue
+    r["ratio_over_baseline"] = {"baseline": base["agent"], **{
+        k: _ratio(r[k]["warm_min_s"], base[k]["warm_min_s"])
+        for k in ("drjax", "drjax_jit", "numpy")}}
 
 
 def _add_ratios(row):
@@ -402,19 +432,26 @@ def markdown(rows) -> str:
         "point incl. host checks; jit: the same fit under `jax.jit`); NumPy with 1 OpenBLAS "
         f"thread and with its default ({put[0]['numpy_default']['blas_threads']}); NumPy / drjax "
         "= the faster NumPy minimum over drjax's minimum; compile = JAX trace + lower + compile "
-        "seconds in drjax's first call; published = " + PUBLISHED_SOURCE + ".", "",
+        "seconds in drjax's first call; published = " + PUBLISHED_SOURCE + "; R2PVI "
+        f"regularization weight {PUT_HP['reg_weight']:g}, DRVI-L KL radius {PUT_HP['rho']:g}; vs "
+        "baseline = the agent's warm minimum over its counterpart's at the same N and anchors "
+        "(R2PVI-TV / -KL over PEVI, R2PVI-chi2 and DRVI-L over DRPVI), drjax / drjax jit / NumPy.",
+        "",
         "| agent | N | anchors (d) | drjax s min / med | drjax jit s min | NumPy 1 thr s min / med "
         "| NumPy default thr s min / med | NumPy / drjax | published s | published / drjax | "
-        "first call s | compile s | max abs w diff |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "vs baseline | first call s | compile s | max abs w diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in put:
       d, j, n1, nd = r["drjax"], r["drjax_jit"], r["numpy_1thread"], r["numpy_default"]
+      b = r.get("ratio_over_baseline")
+      vs = "-" if not b else (f"{b['baseline']}: {_f(b['drjax'], 3)} / {_f(b['drjax_jit'], 3)} / "
+                              f"{_f(b['numpy'], 3)}")
       out.append(
           f"| {r['agent']} | {r['N']:,} | {r['anchors']} ({r['d']}) | {_f(d['warm_min_s'])} / "
           f"{_f(d['warm_median_s'])} | {_f(j['warm_min_s'])} | {_f(n1['warm_min_s'])} / "
           f"{_f(n1['warm_median_s'])} | {_f(nd['warm_min_s'])} / {_f(nd['warm_median_s'])} | "
           f"{_f(r['ratio_numpy_over_drjax'], 3)} | "
-          f"{_f(r['published_s'])} | {_f(r['ratio_published_over_drjax'], 3)} | "
+          f"{_f(r['published_s'])} | {_f(r['ratio_published_over_drjax'], 3)} | {vs} | "
           f"{_f(d['first_s'], 3)} | {_f(d['compile_s'], 3)} | {_f(r['max_abs_w_diff'], 2)} |")
   if lin:
     r0 = lin[0]

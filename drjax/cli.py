@@ -317,8 +317,9 @@ def _add_bench_parser(sub) -> None:
   p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
   p.add_argument("--only", nargs="+", default=None, metavar="NAME",
                  help="run only these benchmarks: engine, reproduce_all, seed_scaling, "
-                      "alpha_max, hyperparameter_grid, offline (offline: PEVI / DRPVI / VA-DRPVI "
-                      "fits vs vectorized NumPy; with --full its whole grid)")
+                      "alpha_max, hyperparameter_grid, offline (offline: PEVI, DRPVI, VA-DRPVI, "
+                      "R2PVI-TV/KL/chi2, DRVI-L fits vs vectorized NumPy; with --full its whole "
+                      "grid)")
   p.set_defaults(func=_cmd_bench, parser=p)
 
 
