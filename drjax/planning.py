@@ -160,20 +160,7 @@ def robust_dp(model: LinearModel, rho) -> PlanResult:
   H, S, A, d = _dims(model)
   validate_rho(rho, H, d)
   dtype = jnp.result_type(model.phi, model.mu, model.reward)
-  rho = jnp.asarray(rho, dtype)
-
-  def backward(v_next, h):
-    nu = _factor_values(model.mu[h], v_next, rho[h])  # [d]
-    q = model.reward[h] + model.phi[h] @ nu  # [S, A]
-    v = jnp.max(q, axis=-1)
-    return v, (q, v)
-
-  v_end = jnp.zeros((S,), dtype)
-  _, (q, v) = jax.lax.scan(backward, v_end, jnp.arange(H), reverse=True)
-  v = jnp.concatenate([v, v_end[None]], axis=0)
-  policy = jnp.argmax(q, axis=-1).astype(jnp.int32)
-  ties = (jnp.max(q, axis=-1) - jnp.min(q, axis=-1)) <= _tie_tol(q, H)
-  return PlanResult(q=q, v=v, policy=policy, ties=ties)
+  return _plan_with(model, _factor_values, jnp.asarray(rho, dtype))
 
 
 def _take_action(x: Array, policy: Array) -> Array:
@@ -202,19 +189,7 @@ def robust_evaluate(model: LinearModel, rho, policy) -> Array:
   validate_rho(rho, H, d)
   validate_policy(policy, H, S, A)
   dtype = jnp.result_type(model.phi, model.mu, model.reward)
-  rho = jnp.asarray(rho, dtype)
-  policy = jnp.asarray(policy)
-  phi_pi = _take_action(model.phi, policy)  # [H, S, d]
-  r_pi = _take_action(model.reward, policy)  # [H, S]
-
-  def backward(v_next, h):
-    nu = _factor_values(model.mu[h], v_next, rho[h])
-    v = r_pi[h] + phi_pi[h] @ nu
-    return v, v
-
-  v_end = jnp.zeros((S,), dtype)
-  _, v = jax.lax.scan(backward, v_end, jnp.arange(H), reverse=True)
-  return jnp.concatenate([v, v_end[None]], axis=0)
+  return _evaluate_with(model, _factor_values, jnp.asarray(rho, dtype), policy)
 
 
 def nominal_evaluate(model: LinearModel, policy, transition=None) -> Array:
