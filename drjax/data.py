@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax.agents.base import check_int
+
 Array = jax.Array
 
 FORMAT = "drjax-dataset/1"
@@ -75,7 +77,7 @@ class Dataset(NamedTuple):
 
 def uniform(num_actions: int) -> Callable:
   """Uniform over the ``num_actions`` actions (the DRPVI paper's behavior on the linear MDP)."""
-  num_actions = _positive_int("num_actions", num_actions)
+  num_actions = check_int("num_actions", num_actions)
 
   def behavior(key, phi_all, h):
     del phi_all, h
@@ -178,7 +180,7 @@ def collect(env, params, behavior: Callable, key, num_trajectories: int, *,
     a ``Dataset`` with N trajectories.
   """
   from drjax.train import check_key  # pylint: disable=g-import-not-at-top
-  n = _positive_int("num_trajectories", num_trajectories)
+  n = check_int("num_trajectories", num_trajectories)
   if not callable(behavior):
     raise TypeError(f"behavior must be a function (key, phi_all, h) -> action, got "
                     f"{type(behavior).__name__}")
@@ -235,7 +237,7 @@ def split(ds: Dataset, n: int) -> tuple[Dataset, Dataset]:
   """``(first n trajectories, the other N - n)``: independent halves of an i.i.d. collection
   (e.g. VA-DRPVI's pilot dataset D' and its main dataset D)."""
   N = num_trajectories(ds)
-  n = _positive_int("n", n)
+  n = check_int("n", n)
   if n >= N:
     raise ValueError(f"n must lie in [1, {N - 1}] to leave trajectories on both sides, got {n}")
 
@@ -345,14 +347,6 @@ def load(path: str | os.PathLike, *, env=None, agent=None) -> tuple[Dataset, dic
         obj.config.horizon, obj.config.feature_dim, obj.config.num_actions)
     check_dataset(ds, *dims, name=f"dataset {os.fspath(path)} (for the {what})")
   return ds, meta.get("metadata", {})
-
-
-def _positive_int(name: str, value) -> int:
-  if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-      or value < 1:
-    raise (TypeError if not isinstance(value, (int, np.integer)) or isinstance(value, bool)
-           else ValueError)(f"{name} must be an integer >= 1, got {value!r}")
-  return int(value)
 
 
 def _nonneg_int(name: str, value) -> int:

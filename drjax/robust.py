@@ -19,6 +19,8 @@ it, so float32 data stays float32 even under ``jax_enable_x64``.
 
 from __future__ import annotations
 
+import math
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -751,7 +753,6 @@ def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
   Returns:
     ``[d]``.
   """
-  import math  # pylint: disable=g-import-not-at-top
   chex.assert_rank(M, 2)
   dtype = _float_dtype(M, v)
   d, n = M.shape

@@ -543,8 +543,8 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     return jnp.min(jnp.max(q_next(at.all_phi[h], at.all_fail), axis=-1))
 
   def pass_(at: _Atoms, theta, hp, oracle: str, vmin_mode: str):
-    """One backward induction over atoms; returns the QFunction and per-step regressions
-    ``sum g v`` and ``sum g v^2`` (for a variance estimate) and the targets ``v [H, n]``."""
+    """One backward induction over atoms; returns the QFunction and the targets ``v [H, n]``
+    (row h: ``V_{h+1}`` at the atoms)."""
     dtype = at.gram.dtype
     beta = jnp.asarray(hp.beta, dtype)
     lam = jnp.asarray(hp.lam, dtype)
@@ -560,7 +560,7 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       alpha = zero
       if oracle == "ridge":
         w = pieces.ridge_oracle(pinv[h], at.g[h], v, at.reward_sum[h])
-        return w, zero, alpha, v, at.g[h].T @ v, at.g[h].T @ (v * v)
+        return w, zero, alpha, v
       m = vmin_of(vmin_mode, v, at.mask[h], at, h, q_next)
       if oracle == "tv":
         nu, alpha = pieces.tv_oracle(pinv[h], at.g[h], v, hp.rho[h].astype(dtype), H, vmin=m)
@@ -576,18 +576,19 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
           nu = pieces.kl_reg_oracle(pinv[h], at.g[h], v, at.mask[h], m, weight, tops[h + 1])
         else:
           nu = pieces.chi2_reg_oracle(pinv[h], at.g[h], v, weight, H)
-      return theta[h] + nu, nu, alpha, v, at.g[h].T @ v, at.g[h].T @ (v * v)
+      return theta[h] + nu, nu, alpha, v
 
     w_last = pinv[H - 1] @ at.reward_sum[H - 1] if oracle == "ridge" else theta[H - 1]
-    last = (w_last, zero, zero, jnp.zeros((n,), dtype), zero, zero)
-    w, nu, alpha, v, y1, y2 = pieces.backward(H, step, last)
+    last = (w_last, zero, zero, jnp.zeros((n,), dtype))
+    w, nu, alpha, v = pieces.backward(H, step, last)
     qf = QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=alpha)
-    return qf, v, y1, y2
+    return qf, v
 
-  def variance_weights(ds, pilot_at, pilot_pinv, y1, y2, shift):
-    """``[H, N]`` ``1 / sigma_h^2(phi_tau)`` from the pilot's regressions (Alg. 3)."""
-    z1 = jnp.einsum("hde,he->hd", pilot_pinv, y1)
-    z2 = jnp.einsum("hde,he->hd", pilot_pinv, y2)
+  def variance_weights(ds, pilot_at, pilot_pinv, pilot_v, shift):
+    """``[H, N]`` ``1 / sigma_h^2(phi_tau)`` from ridge regressions on the pilot of its targets
+    ``V'_{h+1}`` and ``V'^2_{h+1}`` (Alg. 3)."""
+    z1 = jnp.einsum("hed,hnd,hn->he", pilot_pinv, pilot_at.g, pilot_v)
+    z2 = jnp.einsum("hed,hnd,hn->he", pilot_pinv, pilot_at.g, pilot_v * pilot_v)
     m1 = jnp.clip(jnp.einsum("hnd,hd->hn", ds.phi, z1), 0.0, H)
     m2 = jnp.clip(jnp.einsum("hnd,hd->hn", ds.phi, z2), 0.0, H * H)
     return 1.0 / jnp.maximum(1.0, m2 - m1 * m1 - shift)
@@ -631,9 +632,9 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     pilot = _cast(pilot, dtype)
     p_at = atoms(pilot, None, model, form)
     p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
-    p_qf, p_v, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
+    p_qf, p_v = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
     if cfg.variance == "alg3":
-      wts = variance_weights(ds, p_at, p_qf.pinv, y1, y2, jnp.asarray(hparams.var_shift, dtype))
+      wts = variance_weights(ds, p_at, p_qf.pinv, p_v, jnp.asarray(hparams.var_shift, dtype))
       return pass_(atoms(ds, wts, model, form), theta, hparams, "tv", vmin_mode)[0]
     return _alg2(ds, pilot, p_at, p_qf, p_v, theta, hparams, vmin_mode, model)
 
@@ -692,8 +693,8 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     vmin_mode = cfg.vmin if cfg.vmin != "auto" else ("exact" if model is not None else "data")
     p_at = atoms(pilot, None, model, form)
     p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
-    p_qf, _, y1, y2 = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
-    return variance_weights(ds, p_at, p_qf.pinv, y1, y2, jnp.asarray(hparams.var_shift, dtype))
+    p_qf, p_v = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
+    return variance_weights(ds, p_at, p_qf.pinv, p_v, jnp.asarray(hparams.var_shift, dtype))
 
   def weights(ds, hparams, pilot, model=None, form: str = "auto"):
     form = _resolve_form(form, model, ds)

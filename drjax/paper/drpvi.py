@@ -28,6 +28,7 @@ from drjax import data as data_lib
 from drjax import evaluate, planning
 from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, action_vectors, target_params
+from drjax.paper.programs import _curve, _exact  # the panels' mean / stderr convention
 
 AGENTS = ("pevi", "drpvi", "va-drpvi")  # registry names, in legend order
 XI = (0.1, 0.2, 0.3)
@@ -149,13 +150,6 @@ def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=X
           "xi_norms": np.asarray(xi_norms), "rhos": np.asarray(rhos), "qs": np.asarray(qs)}
 
 
-def _curve(values):
-  values = np.asarray(values, dtype=np.float64)
-  n = values.shape[0]
-  se = values.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(values.shape[1:])
-  return {"mean": values.mean(axis=0).tolist(), "stderr": se.tolist()}
-
-
 def _action_label(a: int) -> str:
   v = np.asarray(action_vectors())[int(a)]
   return "(" + ",".join("+1" if x > 0 else "-1" for x in v) + ")"
@@ -197,10 +191,8 @@ def panels(res: dict, preset: OfflinePreset, *, seeds: int, trajectories: int) -
           "seeds_with_identical_policy": int(same.sum()),
           "max_abs_w_difference": float(np.abs(dr["w"][xi_i, :, r_i] -
                                                va["w"][xi_i, :, r_i]).max())}
-      curves["robust optimum (exact)"] = {"mean": res["ref"]["robust"][xi_i, r_i].tolist(),
-                                          "stderr": [0.0] * len(res["qs"])}
-      curves["non-robust optimum (exact)"] = {"mean": res["ref"]["nonrobust"][xi_i].tolist(),
-                                              "stderr": [0.0] * len(res["qs"])}
+      curves["robust optimum (exact)"] = _exact(res["ref"]["robust"][xi_i, r_i])
+      curves["non-robust optimum (exact)"] = _exact(res["ref"]["nonrobust"][xi_i])
       out[f"xi{xi:g}_rho{rho:g}"] = {
           "x": res["qs"].tolist(), "x_label": "perturbation level q",
           "y_label": "average reward in the target domain", "curves": curves,

@@ -39,6 +39,7 @@ from drjax import evaluate, planning
 from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption
+from drjax.paper.programs import _exact
 
 FIG_A_AGENTS = ("pevi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2")  # registry names
 FIG_B_AGENT, FIG_C_AGENTS = "r2pvi-tv", ("drpvi", "r2pvi-tv")
@@ -209,11 +210,6 @@ def _curve(values):
   mean = np.where(defined, safe.mean(axis=0), np.nan)
   se = safe.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(values.shape[1:])
   return {"mean": mean.tolist(), "stderr": np.where(defined, se, 0.0).tolist()}
-
-
-def _exact(values):
-  values = np.asarray(values, dtype=np.float64)
-  return {"mean": values.tolist(), "stderr": [0.0] * len(values)}
 
 
 def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
