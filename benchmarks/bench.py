@@ -37,8 +37,6 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
-import platform  # noqa: E402
-import re  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
@@ -77,60 +75,8 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # Machine, load and compile accounting
 
 
-def _cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.lower().startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
+from drjax.bench.machine import _cpu_model, _num_cores, machine_info, short_machine_name  # noqa: E402,F401
 
-
-def _num_cores() -> int:
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:  # not Linux
-    return os.cpu_count() or 1
-
-
-def short_machine_name() -> str:
-  """A file-name friendly machine label, e.g. ``amd-epyc-2c`` (CPU model and core count)."""
-  slug = re.sub(r"\(.*?\)|cpu|processor|@.*$|\d+-core", "", _cpu_model(), flags=re.I)
-  slug = re.sub(r"[^a-z0-9]+", "-", slug.lower()).strip("-") or "cpu"
-  return f"{slug}-{_num_cores()}c"
-
-
-def machine_info() -> dict:
-  """CPU, cores, memory, versions and the XLA/JAX settings the timings ran under."""
-  import jaxlib  # pylint: disable=g-import-not-at-top
-
-  mem_gib = None
-  try:
-    with open("/proc/meminfo") as f:
-      for line in f:
-        if line.startswith("MemTotal:"):
-          mem_gib = round(int(line.split()[1]) / 2**20, 1)
-  except OSError:
-    pass
-  return {
-      "name": short_machine_name(),
-      "cpu_model": _cpu_model(),
-      "cores": _num_cores(),
-      "cpu_count": os.cpu_count(),
-      "memory_gib": mem_gib,
-      "platform": platform.platform(),
-      "python": platform.python_version(),
-      "jax": jax.__version__,
-      "jaxlib": jaxlib.__version__,
-      "numpy": np.__version__,
-      "backend": jax.default_backend(),
-      "devices": [str(d) for d in jax.devices()],
-      "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
-      "jax_enable_x64": bool(jax.config.jax_enable_x64),
-      "default_float": str(jnp.result_type(float)),
-  }
 
 
 def _cpu_times() -> tuple[float, float] | None:
@@ -830,8 +776,8 @@ def engine_bench(quick: bool = False, *, full: bool = False, only=None, reps: in
 @_benchmark
 def offline_bench(quick: bool = False, *, full: bool = False, reps: int = 3) -> dict:
   """drjax's offline fits (PEVI, DRPVI, VA-DRPVI, R2PVI-TV/KL/chi2, DRVI-L) vs the vectorized
-  NumPy of ``numpy_offline.py`` (``offline.py``)."""
-  import offline  # pylint: disable=g-import-not-at-top
+  NumPy of ``drjax/bench/numpy_offline.py`` (``drjax/bench/offline.py``)."""
+  from drjax.bench import offline  # pylint: disable=g-import-not-at-top
   rows = offline.offline(quick, full=full, reps=reps,
                          log=lambda m: print(m, file=sys.stderr, flush=True))
   return {"rows": rows, "full": full, "markdown": offline.markdown(rows)}

@@ -1,4 +1,4 @@
-"""benchmarks/offline.py on tiny sizes, and its NumPy baselines (benchmarks/numpy_offline.py)
+"""drjax/bench/offline.py on tiny sizes, and its NumPy baselines (drjax/bench/numpy_offline.py)
 against drjax's offline agents.
 
 No timing assertions: the machine is shared. The structure of ``offline(quick=True)`` is checked
@@ -11,8 +11,6 @@ fast paths (targets outside [0, H], ties, invalid samples, small weights).
 
 import json
 import math
-import os
-import sys
 
 import jax
 import numpy as np
@@ -22,9 +20,7 @@ import drjax
 from drjax import data, robust
 from drjax.agents import pieces
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
-import numpy_offline  # noqa: E402
-import offline  # noqa: E402
+from drjax.bench import numpy_offline, offline  # noqa: E402
 
 TOL = 1e-8
 TOL_SEARCH = 1e-6  # DRVI-L: a bounded search (robust.kl_dual_search), within its tolerance

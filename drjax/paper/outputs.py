@@ -551,11 +551,12 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
           "All rows come from one run.")
   cols = "| figure | panel | preset | seeds | K | evaluation | run |"
   lines = [header, "", note]
-  if any(n not in ("subopt", "sensitivity", "drpvi", "r2pvi") for n in sections):
+  own = ("subopt", "sensitivity", "drpvi", "r2pvi", "r2pvi-time")  # tables of their own below
+  if any(n not in own for n in sections):
     lines += ["", f"{cols} DR/LSVI curves cross at | area under curve | exact critical q |",
               "|---|---|---|---|---|---|---|---|---|---|"]
   for name, panels in sections.items():
-    if name not in ("subopt", "sensitivity", "drpvi", "r2pvi"):
+    if name not in own:
       lines += summary_rows(name, panels)
   if "drpvi" in sections:
     from drjax.paper import drpvi  # pylint: disable=g-import-not-at-top
@@ -574,6 +575,13 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
               "rho (planning.weight_for_radius).", "",
               "| figure | panel | seeds | K | mean over x | run |", "|---|---|---|---|---|---|"]
     lines += r2pvi.summary_rows(sections["r2pvi"])
+  if "r2pvi-time" in sections:
+    from drjax.paper import r2pvi_time  # pylint: disable=g-import-not-at-top
+    lines += ["", "Fit time (R2PVI paper, Figure 2; put option, H = 20): drjax's warm minimum per "
+              "fit, and NumPy / drjax and published / drjax time ratios (above 1: drjax "
+              "faster).", "", "| figure | panel, agent | seconds and ratios | machine |",
+              "|---|---|---|---|"]
+    lines += r2pvi_time.summary_rows(sections["r2pvi-time"])
   if "subopt" in sections:
     lines += ["", f"{cols} fitted slope of log AveSubopt vs log k | AveSubopt(K) |",
               "|---|---|---|---|---|---|---|---|---|"]

@@ -173,6 +173,18 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     timings["sensitivity"] = time.perf_counter() - t_start
     _log(quiet, f"[drjax]   wrote {os.path.join(out, 'sensitivity')}/ (done at "
                 f"{timings['sensitivity']:.1f} s)")
+  if "r2pvi-time" in names:
+    # Timed last and alone: no other family compiles or runs in a thread beside the timed fits.
+    from drjax.paper import r2pvi_time  # pylint: disable=g-import-not-at-top
+    _log(quiet, "[drjax] R2PVI paper Figure 2 (r2pvi-time): one fit of "
+                f"{', '.join(r2pvi_time.AGENTS)} at {len(r2pvi_time.grid())} (N, anchors) points, "
+                "drjax and NumPy interleaved, warm minima (1-2 minutes) ...")
+    res = r2pvi_time.run(log=(lambda m: None) if quiet else print)
+    outputs.write_figure(out, "r2pvi-time", _stamp(r2pvi_time.panels(res), run),
+                         plot=r2pvi_time.plot)
+    timings["r2pvi-time"] = time.perf_counter() - t_start
+    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'r2pvi-time')}/ (done at "
+                f"{timings['r2pvi-time']:.1f} s)")
   path = outputs.write_summary(out, load_results(out), header=_header())
   _log(quiet, f"[drjax] wrote {path} ({time.perf_counter() - t_start:.1f} s)")
   timings["phases"] = {name: dict(job.phases) for name, job in jobs.items()}

@@ -29,7 +29,7 @@ compiling in it (``jax.monitoring`` events), and the largest ``|w_numpy - w_drja
 run's float dtype: float32 unless ``jax_enable_x64``). Ratios are NumPy / drjax (and published /
 drjax) of the warm minima: above 1 means drjax is faster.
 
-``python benchmarks/offline.py [--quick] [--full]`` prints the markdown table.
+``python -m drjax.bench.offline [--quick] [--full]`` prints the markdown table.
 """
 
 from __future__ import annotations
@@ -42,17 +42,12 @@ import statistics
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-for _p in (os.path.dirname(_HERE), _HERE):
-  if _p not in sys.path:
-    sys.path.insert(0, _p)
-
 import drjax  # noqa: E402  (sets drjax's XLA flags before JAX starts)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import numpy_offline as npo  # noqa: E402
+from drjax.bench import numpy_offline as npo  # noqa: E402
 
 AGENTS = npo.AGENTS
 PUT_HP = {"beta": 0.1, "lam": 1.0, "rho": 0.1, "reg_weight": 1.0}  # each agent takes its own

@@ -1,7 +1,7 @@
 """Vectorized NumPy implementations of drjax's offline algorithms (PEVI, DRPVI, VA-DRPVI,
 R2PVI-TV / -KL / -chi2, DRVI-L).
 
-The baselines of ``benchmarks/offline.py``: the same mathematics as ``drjax/agents/offline.py``
+The baselines of ``drjax/bench/offline.py``: the same mathematics as ``drjax/agents/offline.py``
 (buffer form: one regression atom per transition) with the options drjax uses by default when a
 fit gets no model -- penalty ``"paper"`` (d-rectangular ``beta sum_i phi_i sqrt([Lambda^-1]_ii)``
 for DRPVI / VA-DRPVI, the ellipsoid ``beta ||phi||_{Lambda^-1}`` for PEVI), truncation ``"paper"``
