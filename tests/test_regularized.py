@@ -208,3 +208,15 @@ def test_weight_for_radius_matches_values():
     assert float(below) < float(target)  # the smallest such weight
     assert float(w) <= prev  # a larger radius is matched by a smaller (more adversarial) weight
     prev = float(w)
+
+
+@pytest.mark.parametrize("bad", ["0", "-0.5", "nan", "inf", "abc"])
+def test_cli_bad_reg_weight_is_one_line_exit_2_nothing_written(bad, tmp_path, capsys):
+  from drjax import cli  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "sweep"
+  with pytest.raises(SystemExit) as e:
+    cli.main(["sweep", "--agents", "r2pvi-tv", "--reg-weight", bad, "--out", str(out)])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert "--reg-weight" in err[-1] and "Traceback" not in "\n".join(err)
+  assert not out.exists()
