@@ -42,6 +42,7 @@ import numpy as np
 
 from drjax import data as data_lib
 from drjax import robust
+from drjax._precision import exact_matmuls
 from drjax.agents import base, pieces
 from drjax.agents.base import QFunction
 
@@ -703,10 +704,11 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       _check_fit_args(agent, ds, hparams, pilot, model, form)
     return _weights_jit(ds, hparams, pilot, model, form)
 
-  _fit_jit = jax.jit(fit_core, static_argnums=(4,))
-  _weights_jit = jax.jit(weights_core, static_argnums=(4,))
+  _fit_jit = jax.jit(exact_matmuls(fit_core), static_argnums=(4,))
+  _weights_jit = jax.jit(exact_matmuls(weights_core), static_argnums=(4,))
   agent = OfflineAgent(name=name, config=cfg, hparams_type=hp_type, fit=fit,
-                       q_values=q_values, act=act, width=width_fn,
+                       q_values=exact_matmuls(q_values), act=exact_matmuls(act),
+                       width=exact_matmuls(width_fn),
                        needs_pilot=algo == "va-drpvi",
                        variance_weights=weights if algo == "va-drpvi" else None)
   return agent

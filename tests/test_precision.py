@@ -1,0 +1,42 @@
+"""drjax's kernels trace every matrix product at full float32 precision (``HIGHEST``), so that
+GPUs do not silently use TensorFloat-32 (drjax/_precision.py). Checked on the lowered programs,
+which are the same on every backend."""
+
+import re
+
+import jax
+import pytest
+
+from drjax import data
+from drjax.agents import registry
+from drjax.envs.linear_mdp import LinearMDP
+
+ENV = LinearMDP()
+PARAMS = ENV.make_params(xi_norm=0.2)
+
+
+def _dot_precisions(lowered_text: str) -> list[str]:
+  lines = [ln for ln in lowered_text.splitlines() if "dot_general" in ln]
+  assert lines, "no matrix product in the program"
+  return [m.group(1) if (m := re.search(r"precision = \[([A-Z_, ]+)\]", ln)) else "DEFAULT"
+          for ln in lines]
+
+
+@pytest.mark.parametrize("name", registry.names("offline"))
+def test_offline_fit_and_act_use_highest_precision(name):
+  agent = registry.make(name, ENV)
+  ds = data.collect(ENV, PARAMS, data.uniform(ENV.num_actions), jax.random.key(0), 10)
+  hp = registry.make_hparams(name, ENV)
+  pilot = ds if agent.needs_pilot else None
+  text = jax.jit(lambda d, h: agent.fit(d, h, pilot=pilot)).lower(ds, hp).as_text()
+  assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
+  qf = agent.fit(ds, hp, pilot=pilot)
+  phi_all = ds.next_phi[0, 0]
+  text = jax.jit(lambda q, p: agent.act(q, 0, p, False)).lower(qf, phi_all).as_text()
+  assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
+
+
+def test_without_the_wrapper_products_are_default():
+  # the check above can fail: a plain product lowers without a precision attribute
+  text = jax.jit(lambda a, b: a @ b).lower(jax.numpy.ones((2, 2)), jax.numpy.ones((2, 2)))
+  assert _dot_precisions(text.as_text()) == ["DEFAULT, DEFAULT"]
