@@ -34,6 +34,7 @@ import numpy as np
 from drjax import _checks, planning
 from drjax.agents.base import Agent, QFunction
 from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
+from drjax._precision import exact_matmuls
 
 Array = jax.Array
 
@@ -93,6 +94,7 @@ def _check_key(key) -> None:
                     f"got {type(key).__name__} {key!r}")
 
 
+@exact_matmuls
 def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
   """The agent's greedy policy on every (step, state) of a finite model (Algorithm 1, line 14).
 
@@ -127,6 +129,7 @@ def _policy_values(agent: Agent, qfs: QFunction, model: LinearModel, rho) -> Arr
   return jax.vmap(one)(qfs)
 
 
+@exact_matmuls
 def policy_values(agent: Agent, qfs: QFunction, model: LinearModel, rho) -> Array:
   """``[K]`` robust values ``E_{s_1} V_1^{pi_k,rho}(s_1)`` of the greedy policies of ``qfs``.
 
@@ -146,6 +149,7 @@ def policy_values(agent: Agent, qfs: QFunction, model: LinearModel, rho) -> Arra
   return _policy_values(agent, qfs, model, jnp.asarray(rho, model.phi.dtype))
 
 
+@exact_matmuls
 def ave_subopt(agent: Agent, qfs: QFunction, model: LinearModel, rho) -> dict[str, Array]:
   """Exact per-episode suboptimality and the running ``AveSubopt(k)`` (Section 3.1).
 
@@ -173,6 +177,7 @@ def ave_subopt(agent: Agent, qfs: QFunction, model: LinearModel, rho) -> dict[st
               v_star=v_star)
 
 
+@exact_matmuls
 def theorem1_bound(estimation_error, H: int, d: int, p: float, c: float = 1.0,
                    beta=None) -> dict[str, Array]:
   """Right-hand side of Theorem 1 (eq. (AveSubopt-th)) as a curve over ``k = 1..K``.
@@ -246,6 +251,7 @@ def _optimal_and_policy_values(model, objective: str, level, pi):
   raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
 
+@exact_matmuls
 def offline_subopt(agent, qf: QFunction, model: LinearModel, level, objective: str | None = None
                    ) -> Array:
   """``SubOpt(pi_hat) = V*_1 - V^{pi_hat}_1`` under the agent's robust objective, exactly.
@@ -264,6 +270,7 @@ def offline_subopt(agent, qf: QFunction, model: LinearModel, level, objective: s
   return planning.initial_value(model, v_star) - planning.initial_value(model, v_pi)
 
 
+@exact_matmuls
 def offline_bound(agent, qf: QFunction, model: LinearModel, rho, beta=None) -> Array:
   """Theorem 4.4's data-dependent bound of DRPVI (Liu & Xu 2024b), computed exactly:
 
@@ -289,6 +296,7 @@ def offline_bound(agent, qf: QFunction, model: LinearModel, rho, beta=None) -> A
 # Target domains: exact values.
 
 
+@exact_matmuls
 def target_value(env: FiniteEnvironment, agent: Agent, qf: QFunction, params) -> Array:
   """Exact value ``E_{s_1} V_1^{pi, P_target}(s_1)`` of the agent's greedy policy in one domain.
 
@@ -315,6 +323,7 @@ def _target_values(env, agent, qf, params_batch):
   return jax.vmap(lambda prm: target_value(env, agent, qf, prm))(params_batch)
 
 
+@exact_matmuls
 def exact_target_values(env: FiniteEnvironment, agent: Agent, qf: QFunction,
                         target_params_batch) -> Array:
   """Exact target-domain values of one learned policy, ``vmap``-ed over a params batch.
@@ -337,6 +346,7 @@ def exact_target_values(env: FiniteEnvironment, agent: Agent, qf: QFunction,
 # Monte Carlo with common random numbers.
 
 
+@exact_matmuls
 def episode_key(key: chex.PRNGKey, episode, step) -> chex.PRNGKey:
   """The key of draw ``step`` in episode ``episode``: ``fold_in(fold_in(key, episode), step)``.
 
@@ -378,6 +388,7 @@ def _mc(env, agent, qf, params, key, num_episodes):
   return dict(mean=mean, stderr=stderr, returns=returns)
 
 
+@exact_matmuls
 def mc_evaluate(env: Environment, agent: Agent, qf: QFunction, params: Any, key: chex.PRNGKey,
                 num_episodes: int) -> dict[str, Array]:
   """Monte Carlo value of the agent's greedy policy in one domain, with common random numbers.
@@ -422,6 +433,7 @@ def _put_agent_action_fn(env, agent: Agent, qf: QFunction):
   return action
 
 
+@exact_matmuls
 def put_option_node_actions(action_fn, s0, horizon: int) -> Array:
   """``[H, H]`` actions of a Markov policy ``action_fn(h, price)`` at every lattice node.
 
@@ -454,6 +466,7 @@ class PutPolicy(NamedTuple):
   count: Array
 
 
+@exact_matmuls
 def put_option_policy(action_fn, horizon: int, init_low, init_high, *, grid_size: int = 1024,
                       max_changes: int = 8, iters: int = 60) -> PutPolicy:
   """The breakpoints of ``action_fn(h, .)`` over the prices reachable from ``[init_low, init_high]``.
@@ -510,6 +523,7 @@ def _policy_node_actions(policy: PutPolicy, prices: Array) -> Array:
   return jnp.take_along_axis(policy.region_action, region, axis=1)
 
 
+@exact_matmuls
 def put_option_piecewise_values(policy: PutPolicy, p_us, init_low, init_high, rho=0.0, *,
                                 integrate: bool = True) -> Array:
   """Exact values ``[N]`` of a ``PutPolicy`` in the targets ``p_us``, averaged over ``s0``.
@@ -558,6 +572,7 @@ def put_option_piecewise_values(policy: PutPolicy, p_us, init_low, init_high, rh
   return jnp.where(span > 0, integral / jnp.where(span > 0, span, 1.0), values_at(low))
 
 
+@exact_matmuls
 def put_option_policy_values(action_fn, horizon: int, p_us, init_low, init_high, *,
                              rho=0.0, grid_size: int = 1024, max_changes: int = 8,
                              iters: int = 60) -> dict[str, Array]:
@@ -601,6 +616,7 @@ def _check_put_args(env, p_us, init_low, init_high) -> None:
                        f"got init_low={init_low!r}, init_high={init_high!r}")
 
 
+@exact_matmuls
 def put_option_agent_policy(env, agent: Agent, qf: QFunction, init_low, init_high,
                             **kwargs) -> PutPolicy:
   """``PutPolicy`` of an agent's greedy policy ``agent.act(qf, h, env.phi_all(s), fail=False)``.
@@ -613,6 +629,7 @@ def put_option_agent_policy(env, agent: Agent, qf: QFunction, init_low, init_hig
                            init_high, **kwargs)
 
 
+@exact_matmuls
 def put_option_optimal_policy(env, init_low, init_high, *, source_p_u=0.5, rho=0.0,
                               **kwargs) -> PutPolicy:
   """``PutPolicy`` of the optimal (``rho = 0``) or robust-optimal stopping rule of the source.
@@ -629,6 +646,7 @@ def put_option_optimal_policy(env, init_low, init_high, *, source_p_u=0.5, rho=0
   return put_option_policy(fn, H, init_low, init_high, **kwargs)
 
 
+@exact_matmuls
 def put_option_exact_values(env, agent: Agent, qf: QFunction, p_us, init_low, init_high,
                             **kwargs) -> dict[str, Array]:
   """Exact expected returns of an agent's greedy policy in put-option targets ``p_us``.
@@ -654,6 +672,7 @@ def put_option_exact_values(env, agent: Agent, qf: QFunction, p_us, init_low, in
                                   init_low, init_high, **kwargs)
 
 
+@exact_matmuls
 def put_option_optimal_values(env, p_us, init_low, init_high, *, source_p_u=0.5, rho=0.0,
                               **kwargs) -> dict[str, Array]:
   """Exact target returns of the optimal (robust) stopping policy of the source domain.

@@ -33,6 +33,7 @@ import numpy as np
 
 from drjax import _checks, regularized, robust
 from drjax.envs.base import LinearModel
+from drjax._precision import exact_matmuls
 
 Array = jax.Array
 
@@ -136,6 +137,7 @@ def _tie_tol(q: Array, horizon: int) -> Array:
   return 1e3 * jnp.finfo(q.dtype).eps * max(horizon, 1)
 
 
+@exact_matmuls
 def robust_dp(model: LinearModel, rho) -> PlanResult:
   """Optimal robust values by backward induction (eq. (optimal robust bellman equation)).
 
@@ -169,6 +171,7 @@ def _take_action(x: Array, policy: Array) -> Array:
   return jnp.take_along_axis(x, idx, axis=2)[:, :, 0]
 
 
+@exact_matmuls
 def robust_evaluate(model: LinearModel, rho, policy) -> Array:
   """Robust value ``V_h^{pi,rho}`` of a deterministic policy (Proposition 1, eq. (robust
   bellman equation)).
@@ -192,6 +195,7 @@ def robust_evaluate(model: LinearModel, rho, policy) -> Array:
   return _evaluate_with(model, _factor_values, jnp.asarray(rho, dtype), policy)
 
 
+@exact_matmuls
 def nominal_evaluate(model: LinearModel, policy, transition=None) -> Array:
   """Value ``V_h^{pi,P}`` of a deterministic policy under a fixed kernel (Section 3.1).
 
@@ -223,6 +227,7 @@ def nominal_evaluate(model: LinearModel, policy, transition=None) -> Array:
   return jnp.concatenate([v, v_end[None]], axis=0)
 
 
+@exact_matmuls
 def worst_case_kernel(model: LinearModel, rho, v_next_per_step) -> tuple[Array, Array]:
   """The adversary's factor distributions and kernel against given next-step values.
 
@@ -253,6 +258,7 @@ def worst_case_kernel(model: LinearModel, rho, v_next_per_step) -> tuple[Array, 
   return mu_worst, kernel
 
 
+@exact_matmuls
 def initial_value(model: LinearModel, v) -> Array:
   """``E_{s_1 ~ init_dist} V_1(s_1)`` from a value table ``v [H + 1, S]`` (or ``[S]``)."""
   v = jnp.asarray(v)
@@ -364,6 +370,7 @@ def _regularized_setup(model: LinearModel, weight, divergence):
   return factor_values, _factor_table(weight, H, d, dtype)
 
 
+@exact_matmuls
 def regularized_dp(model: LinearModel, weight, divergence: str) -> PlanResult:
   """Optimal robust *regularized* values by backward induction (R2PVI's d-rectangular RRMDP).
 
@@ -387,6 +394,7 @@ def regularized_dp(model: LinearModel, weight, divergence: str) -> PlanResult:
   return _plan_with(model, factor_values, weight)
 
 
+@exact_matmuls
 def regularized_evaluate(model: LinearModel, weight, divergence: str, policy) -> Array:
   """Robust regularized value ``V_h^{pi,w}`` of a deterministic policy.
 
@@ -408,6 +416,7 @@ def regularized_evaluate(model: LinearModel, weight, divergence: str, policy) ->
   return _evaluate_with(model, factor_values, weight, policy)
 
 
+@exact_matmuls
 def regularized_worst_case_kernel(model: LinearModel, weight, divergence: str,
                                   v_next_per_step) -> tuple[Array, Array, Array]:
   """The regularized adversary's factor distributions, kernel and per-factor penalties.
@@ -468,6 +477,7 @@ def _kl_constrained_setup(model: LinearModel, rho, tol, bracket, grid_size):
   return jax.vmap(value_fn, in_axes=(0, None, 0)), _factor_table(rho, H, d, dtype)
 
 
+@exact_matmuls
 def kl_constrained_dp(model: LinearModel, rho, tol: float = 1e-6, *,
                       bracket=regularized.DEFAULT_BRACKET,
                       grid_size: int = regularized.DEFAULT_GRID_SIZE) -> PlanResult:
@@ -494,6 +504,7 @@ def kl_constrained_dp(model: LinearModel, rho, tol: float = 1e-6, *,
   return _plan_with(model, factor_values, rho)
 
 
+@exact_matmuls
 def kl_constrained_evaluate(model: LinearModel, rho, policy, tol: float = 1e-6, *,
                             bracket=regularized.DEFAULT_BRACKET,
                             grid_size: int = regularized.DEFAULT_GRID_SIZE) -> Array:
@@ -517,6 +528,7 @@ def kl_constrained_evaluate(model: LinearModel, rho, policy, tol: float = 1e-6, 
   return _evaluate_with(model, factor_values, rho, policy)
 
 
+@exact_matmuls
 def kl_constrained_worst_case_kernel(model: LinearModel, rho, v_next_per_step, tol: float = 1e-6,
                                      *, bracket=regularized.DEFAULT_BRACKET,
                                      grid_size: int = regularized.DEFAULT_GRID_SIZE
@@ -552,6 +564,7 @@ def kl_constrained_worst_case_kernel(model: LinearModel, rho, v_next_per_step, t
   return mu_worst, kernel
 
 
+@exact_matmuls
 def weight_for_radius(model: LinearModel, policy, rho, divergence: str = "tv", *,
                       bounds=(1e-8, None), iterations: int = 80):
   """The rho <-> weight correspondence of the R2PVI paper (Figure 1(c)), exactly for a policy.

@@ -45,6 +45,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax.robust import _float_dtype
+from drjax._precision import exact_matmuls
 
 Array = jax.Array
 
@@ -128,11 +129,13 @@ def _neg_log_mgf(mu: Array, U: Array, t: Array) -> Array:
 # --------------------------------------------------------------------------------------------
 
 
+@exact_matmuls
 def tv_distance(nu: Array, mu: Array) -> Array:
   """``TV(nu, mu) = 1/2 ||nu - mu||_1`` (the convention of every kernel here)."""
   return 0.5 * jnp.sum(jnp.abs(jnp.asarray(nu) - jnp.asarray(mu)))
 
 
+@exact_matmuls
 def kl_divergence(nu: Array, mu: Array) -> Array:
   """``KL(nu || mu) = sum_s nu(s) log(nu(s) / mu(s))`` with ``0 log 0 = 0``; ``inf`` unless
   ``nu << mu``."""
@@ -145,6 +148,7 @@ def kl_divergence(nu: Array, mu: Array) -> Array:
   return jnp.sum(jnp.where(pos, term, 0))
 
 
+@exact_matmuls
 def chi2_divergence(nu: Array, mu: Array) -> Array:
   """``chi2(nu || mu) = sum_s (nu(s) - mu(s))^2 / mu(s)``; ``inf`` unless ``nu << mu``."""
   nu = jnp.asarray(nu)
@@ -160,6 +164,7 @@ def chi2_divergence(nu: Array, mu: Array) -> Array:
 # --------------------------------------------------------------------------------------------
 
 
+@exact_matmuls
 def tv_regularized_value(mu: Array, V: Array, w) -> Array:
   """``inf_{nu in Delta(S)} { E_nu V + w TV(nu, mu) }`` in closed form, ``TV = 1/2 ||nu - mu||_1``.
 
@@ -182,6 +187,7 @@ def tv_regularized_value(mu: Array, V: Array, w) -> Array:
   return mu @ jnp.minimum(V, jnp.min(V) + w)
 
 
+@exact_matmuls
 def tv_regularized_worst_case_distribution(mu: Array, V: Array, w) -> Array:
   """Minimiser of ``E_nu V + w TV(nu, mu)``: the mass of ``{s : V(s) > m + w}`` moved onto
   ``argmin_s V`` (first index on ties; ``m`` over all states).
@@ -208,6 +214,7 @@ def tv_regularized_worst_case_distribution(mu: Array, V: Array, w) -> Array:
 # --------------------------------------------------------------------------------------------
 
 
+@exact_matmuls
 def kl_regularized_value(mu: Array, V: Array, w) -> Array:
   """``inf_{nu} { E_nu V + w KL(nu || mu) } = -w log E_mu exp(-V / w)`` (Gibbs variational form).
 
@@ -230,6 +237,7 @@ def kl_regularized_value(mu: Array, V: Array, w) -> Array:
   return m + _neg_log_mgf(mu, U, w)
 
 
+@exact_matmuls
 def kl_regularized_worst_case_distribution(mu: Array, V: Array, w) -> Array:
   """Minimiser ``nu(s) = mu(s) exp(-V(s) / w) / E_mu exp(-V / w)`` (shifted by ``m``; stable).
 
@@ -255,6 +263,7 @@ def kl_regularized_worst_case_distribution(mu: Array, V: Array, w) -> Array:
 # --------------------------------------------------------------------------------------------
 
 
+@exact_matmuls
 def chi2_dual_objective(mu: Array, V: Array, w, alpha) -> Array:
   """``g(alpha) = E_mu [V]_alpha - Var_mu([V]_alpha) / (4 w)``, ``[V]_alpha = min(V, alpha)``.
 
@@ -305,6 +314,7 @@ def _chi2_level(mu: Array, U: Array, w: Array) -> Array:
   return (A[k] + 2 * w) / jnp.where(pk > 0, pk, 1)
 
 
+@exact_matmuls
 def chi2_regularized_value(mu: Array, V: Array, w) -> tuple[Array, Array]:
   """``inf_{nu} { E_nu V + w chi2(nu || mu) }`` exactly, via its dual.
 
@@ -338,6 +348,7 @@ def chi2_regularized_value(mu: Array, V: Array, w) -> tuple[Array, Array]:
   return value, m + beta
 
 
+@exact_matmuls
 def chi2_regularized_worst_case_distribution(mu: Array, V: Array, w) -> Array:
   """Minimiser ``nu(s) = mu(s) (alpha* - V(s))_+ / (2 w)`` of ``E_nu V + w chi2(nu || mu)``.
 
@@ -382,6 +393,7 @@ def _check_search(tol, bracket, grid_size) -> tuple[float, float, float, int]:
   return float(tol), lo, hi, grid_size
 
 
+@exact_matmuls
 def kl_constrained_num_iterations(tol: float = 1e-6, bracket=DEFAULT_BRACKET,
                                   grid_size: int = DEFAULT_GRID_SIZE) -> int:
   """Golden-section iterations after the grid: the bracket of ``log alpha`` starts at two grid
@@ -392,6 +404,7 @@ def kl_constrained_num_iterations(tol: float = 1e-6, bracket=DEFAULT_BRACKET,
   return max(0, math.ceil(math.log(width / tol) / math.log(1 / _INV_PHI)))
 
 
+@exact_matmuls
 def kl_constrained_dual_objective(mu: Array, V: Array, rho, alpha) -> Array:
   """``h(alpha) = -alpha log E_mu exp(-V / alpha) - alpha rho`` for ``alpha > 0`` (stable).
 
@@ -457,6 +470,7 @@ def _kl_constrained_search(mu, U, rho, n_iter, lo, hi, grid_size):
   return jnp.where(use_zero, zero, best_h), jnp.where(use_zero, zero, best_alpha)
 
 
+@exact_matmuls
 def kl_constrained_value(mu: Array, V: Array, rho, *, tol: float = 1e-6,
                          bracket=DEFAULT_BRACKET,
                          grid_size: int = DEFAULT_GRID_SIZE) -> tuple[Array, Array]:
@@ -496,6 +510,7 @@ def kl_constrained_value(mu: Array, V: Array, rho, *, tol: float = 1e-6,
   return m + best, alpha
 
 
+@exact_matmuls
 def kl_constrained_worst_case_distribution(mu: Array, V: Array, rho, *, tol: float = 1e-6,
                                            bracket=DEFAULT_BRACKET,
                                            grid_size: int = DEFAULT_GRID_SIZE) -> Array:

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from drjax import _checks
+from drjax._precision import exact_matmuls
 
 Array = jax.Array
 
@@ -44,6 +45,7 @@ def _float_dtype(*xs) -> jnp.dtype:
 # --------------------------------------------------------------------------------------------
 
 
+@exact_matmuls
 def gram(phi: Array, mask: Array, lam) -> Array:
   """Regularised Gram matrix ``Lambda = sum_{tau valid} phi_tau phi_tau^T + lam I``.
 
@@ -69,6 +71,7 @@ def gram(phi: Array, mask: Array, lam) -> Array:
   return phi_m.T @ phi_m + lam * jnp.eye(d, dtype=dtype)
 
 
+@exact_matmuls
 def cholesky(a: Array) -> Array:
   """Lower Cholesky factor of a small SPD matrix ``a [d, d]`` in plain ``jnp`` ops.
 
@@ -90,6 +93,7 @@ def cholesky(a: Array) -> Array:
   return jax.lax.fori_loop(0, d, column, jnp.zeros_like(a))
 
 
+@exact_matmuls
 def triangular_inverse(low: Array) -> Array:
   """``L^{-1}`` of a lower-triangular ``L [d, d]`` by forward substitution (plain ``jnp`` ops)."""
   chex.assert_rank(low, 2)
@@ -143,6 +147,7 @@ def _unrolled_inverse(a: Array) -> Array:
   return linv.T @ linv
 
 
+@exact_matmuls
 def spd_inverse(a: Array) -> Array:
   """``a^-1`` of a small symmetric positive definite ``a [d, d]`` via its Cholesky factor.
 
@@ -161,6 +166,7 @@ def spd_inverse(a: Array) -> Array:
   return linv.T @ linv
 
 
+@exact_matmuls
 def ridge_factors(phi: Array, mask: Array, lam) -> tuple[Array, Array, Array]:
   """``(chol, linv, M)``: the Cholesky factor ``L`` of ``Lambda``, ``L^{-1}`` and ``M``.
 
@@ -180,6 +186,7 @@ def ridge_factors(phi: Array, mask: Array, lam) -> tuple[Array, Array, Array]:
   return chol, linv, m
 
 
+@exact_matmuls
 def ridge_operator(phi: Array, mask: Array, lam) -> tuple[Array, Array]:
   """Cholesky factor of ``Lambda`` and the ridge operator ``M = Lambda^{-1} Phi_masked^T``.
 
@@ -201,6 +208,7 @@ def ridge_operator(phi: Array, mask: Array, lam) -> tuple[Array, Array]:
   return chol, m
 
 
+@exact_matmuls
 def z_of_alpha(M: Array, v: Array, alpha) -> Array:
   """``z(alpha) = M @ min(v, alpha)``, the ridge estimate of eq. (closed form).
 
@@ -234,6 +242,7 @@ def _rho_vector(rho, d: int, dtype) -> Array:
   return jnp.broadcast_to(rho, (d,))
 
 
+@exact_matmuls
 def rank_argsort(v: Array) -> Array:
   """Stable ``argsort`` of a short vector ``v [n]`` by pairwise comparisons (``O(n^2)``).
 
@@ -304,6 +313,7 @@ def _select(values: Array, c: Array) -> tuple[Array, Array]:
   return nu, c[idx]
 
 
+@exact_matmuls
 def alpha_max_exact(M: Array, v: Array, rho, horizon) -> tuple[Array, Array]:
   """Exact ``nu_i = max_{alpha in [0, H]} z_i(alpha) - rho_i * alpha`` (Alg. 1, line update_nu).
 
@@ -342,6 +352,7 @@ def alpha_max_exact(M: Array, v: Array, rho, horizon) -> tuple[Array, Array]:
   return _select(z - rho[:, None] * c[None, :], c)
 
 
+@exact_matmuls
 def make_grid(horizon, num_points: int, dtype=None) -> Array:
   """Uniform grid ``[0, H/(G-1), ..., H]`` on ``[0, H]`` (``horizon`` may be traced).
 
@@ -362,6 +373,7 @@ def make_grid(horizon, num_points: int, dtype=None) -> Array:
   return horizon * (jnp.arange(num_points, dtype=dtype) / (num_points - 1))
 
 
+@exact_matmuls
 def alpha_max_grid(
     M: Array, v: Array, rho, horizon, grid: Array, include_exact: bool = False
 ) -> tuple[Array, Array]:
@@ -406,6 +418,7 @@ def alpha_max_grid(
   return nu, alpha
 
 
+@exact_matmuls
 def tv_dual_nu(
     phi: Array, mask: Array, v: Array, lam, rho, horizon, method: str = "exact", grid=None
 ) -> tuple[Array, Array, Array]:
@@ -480,6 +493,7 @@ def _tv_dual_jvp(primals, tangents):
   return (value, alpha), (dvalue, dalpha)
 
 
+@exact_matmuls
 def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
   """``inf_{nu in Delta(S), TV(nu, mu) <= rho} E_nu V`` via the dual of Proposition 3.
 
@@ -514,6 +528,7 @@ def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
   return _tv_dual(mu, V, rho)
 
 
+@exact_matmuls
 def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:
   """Primal minimiser of Proposition 3: the worst-case ``nu`` in the TV ball around ``mu``.
 
@@ -558,6 +573,7 @@ def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:
 SORT_FREE_MAX_ATOMS = 256
 
 
+@exact_matmuls
 def atom_targets(g: Array, v: Array, c: Array) -> Array:
   """``Y[:, j] = sum_n g_n min(v_n, c_j)``: the ridge right-hand side at truncation levels ``c``.
 
@@ -577,6 +593,7 @@ def atom_targets(g: Array, v: Array, c: Array) -> Array:
   return g.T @ jnp.minimum(v[:, None], c[None, :])
 
 
+@exact_matmuls
 def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: str = "exact",
                     grid: Array | None = None, sort: bool | None = None,
                     operator: Array | None = None, vmin=None) -> tuple[Array, Array]:
@@ -678,6 +695,7 @@ def _max_candidates(z: Array, c: Array, rho: Array, vmin) -> tuple[Array, Array]
 # --------------------------------------------------------------------------------------------
 
 
+@exact_matmuls
 def chi2_dual_max(M: Array, v: Array, weight, horizon) -> Array:
   """Exact ``max_{alpha in [0, H]} z_i(alpha) - (z2_i(alpha) - z_i(alpha)^2) / (4 w_i)``.
 
@@ -734,6 +752,7 @@ KL_SEARCH_BOUNDS = (1e-4, 1e4)  # alpha range of the KL-constrained dual's searc
 KL_SEARCH_GRID = 64
 
 
+@exact_matmuls
 def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
                    bounds=KL_SEARCH_BOUNDS, grid_size: int = KL_SEARCH_GRID) -> Array:
   """``max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i`` by a bounded 1-D search (NOT exact).

@@ -59,6 +59,7 @@ import optax
 from drjax import planning, robust
 from drjax.envs.base import LinearModel
 from drjax.train import replan
+from drjax._precision import exact_matmuls
 
 Array = jax.Array
 
@@ -148,6 +149,7 @@ def _robust_value(model, rho, policy):
   return planning.initial_value(model, _values(model, rho, policy)[0])
 
 
+@exact_matmuls
 def robust_value(model: LinearModel, rho, policy=None) -> Array:
   """``E_{s_1 ~ init_dist} V_1^{pi,rho}(s_1)``, exact (differentiable in ``model`` and ``rho``).
 
@@ -191,6 +193,7 @@ def _feature_occupancy(model: LinearModel, rho: Array, v: Array, policy: Array) 
   return occ
 
 
+@exact_matmuls
 def closed_form_rho_gradient(model: LinearModel, rho, policy=None) -> tuple[Array, Array, Array]:
   """Danskin's closed form of ``d E V_1^{pi,rho}(s_1) / d rho`` (module docstring, item 1).
 
@@ -218,6 +221,7 @@ def _closed_form(model, rho, policy):
   return -gap * occ, gap, occ
 
 
+@exact_matmuls
 def rho_gradient(model: LinearModel, rho, policy=None) -> RhoGradient:
   """Value, autodiff gradient and Danskin closed form with respect to the full ``rho [H, d]``.
 
@@ -268,6 +272,7 @@ def _check_wrt(params, wrt) -> tuple[str, ...]:
   return names
 
 
+@exact_matmuls
 def param_gradient(env, params, rho, wrt: str | Sequence[str], policy=None
                    ) -> tuple[Array, dict[str, Array]]:
   """Value and gradient of the exact robust value with respect to environment parameters.
@@ -348,6 +353,7 @@ def _check_direction(direction, model):
                      f"{tuple(np.shape(direction))}")
 
 
+@exact_matmuls
 def one_sided_derivatives(model: LinearModel, rho, direction, t=0.0, policy=None,
                           eps: float = 1e-7) -> OneSided:
   """One-sided derivatives of ``t -> E V_1^{pi, rho + t direction}(s_1)`` at ``t``.
@@ -401,6 +407,7 @@ def _signature(model: LinearModel, rho: Array, by: str, policy, direction):
 _BY = ("first_action", "policy", "slope")
 
 
+@exact_matmuls
 def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_grid: int = 101,
                  tol: float = 1e-9, by: str = "first_action", policy=None,
                  slope_tol: float = 1e-9, max_kinks: int | None = None) -> tuple[Array, Array]:
@@ -481,6 +488,7 @@ def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_
   return jnp.where(found, kinks, jnp.nan), found
 
 
+@exact_matmuls
 def find_kinks(model: LinearModel, rho, direction, *, t_lo: float = 0.0, t_hi: float = 1.0,
                num_grid: int = 101, tol: float = 1e-9, by: str = "first_action",
                policy=None) -> list[float]:
@@ -531,6 +539,7 @@ class LearnedSensitivity(NamedTuple):
   d_nu: Any
 
 
+@exact_matmuls
 def learned_value(agent, env, env_params, train_state, hparams, key=None) -> tuple[Array, Array]:
   """``(V_1(s_1), nu)`` of ``drjax.replan(env, agent, train_state, hparams, env_params)`` at ``s_1 = env.reset(key, ...)``.
 
@@ -557,6 +566,7 @@ def learned_value(agent, env, env_params, train_state, hparams, key=None) -> tup
   return jnp.max(q), qf.nu
 
 
+@exact_matmuls
 def learned_sensitivity(agent, env, env_params, train_state, hparams, key=None
                         ) -> LearnedSensitivity:
   """Pathwise derivatives of a finished run's ``V_1^K(s_1)`` and ``nu`` w.r.t. rho, beta, lambda.
@@ -627,6 +637,7 @@ def _threshold_below(d: Array, cap: Array, target: Array) -> Array:
   return jnp.where(g1 > g0, b0 + (target - g0) / gap * (b1 - b0), b0)
 
 
+@exact_matmuls
 def project_tv_simplex(y: Array, mu: Array, rho) -> Array:
   """Euclidean projection of ``y`` onto ``{nu in simplex : TV(nu, mu) <= rho}``, exactly.
 
@@ -661,6 +672,7 @@ def project_tv_simplex(y: Array, mu: Array, rho) -> Array:
   return x / jnp.sum(x)
 
 
+@exact_matmuls
 def sa_rectangular_evaluate(model: LinearModel, rho_sa, policy) -> Array:
   """``[H + 1, S]`` robust values of ``policy`` under an s,a-rectangular TV set.
 
@@ -777,6 +789,7 @@ def _uniform_in_balls(key, centres: Array, radii: Array) -> Array:
   return centres + t[..., None] * (e - centres)
 
 
+@exact_matmuls
 def d_rectangular_family(model: LinearModel, rho) -> Family:
   """The d-rectangular TV set of Section 3.2: factors ``mu'_{h,i}`` with TV ``<= rho_{h,i}``.
 
@@ -795,6 +808,7 @@ def d_rectangular_family(model: LinearModel, rho) -> Family:
       name="d-rectangular TV")
 
 
+@exact_matmuls
 def sa_rectangular_family(model: LinearModel, rho_sa) -> Family:
   """A TV ball of radius ``rho_sa[h, s, a]`` around every nominal row ``P_h(.|s, a)``.
 
@@ -811,6 +825,7 @@ def sa_rectangular_family(model: LinearModel, rho_sa) -> Family:
                 name="s,a-rectangular TV")
 
 
+@exact_matmuls
 def factor_q_family(model: LinearModel, factor: int, q_max) -> Family:
   """Appendix A's perturbation of one factor, with its own level at every step.
 
@@ -898,6 +913,7 @@ def _search(model, policy, family, key, steps, restarts, optimizer):
                       values=vals, history=hist)
 
 
+@exact_matmuls
 def default_optimizer(learning_rate: float = 100.0):
   """Projected gradient steps (``optax.sgd``) with a large step.
 
@@ -926,6 +942,7 @@ def _check_kernel(name: str, P, shape) -> None:
                      f"{P.sum(-1).max():.6g}] (the family's parameters left their valid range)")
 
 
+@exact_matmuls
 def worst_case_search(model: LinearModel, policy, family: Family, key, *, steps: int = 100,
                       restarts: int = 4, optimizer: optax.GradientTransformation | None = None,
                       jit: bool = True) -> SearchResult:

@@ -40,3 +40,19 @@ def test_without_the_wrapper_products_are_default():
   # the check above can fail: a plain product lowers without a precision attribute
   text = jax.jit(lambda a, b: a @ b).lower(jax.numpy.ones((2, 2)), jax.numpy.ones((2, 2)))
   assert _dot_precisions(text.as_text()) == ["DEFAULT, DEFAULT"]
+
+
+def test_planning_and_evaluation_use_highest_precision():
+  import jax.numpy as jnp
+  from drjax import evaluate, planning
+  model = ENV.model(PARAMS)
+  rho = jnp.full((ENV.horizon, ENV.feature_dim), 0.2)
+  text = jax.jit(planning.robust_dp).lower(model, rho).as_text()
+  assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
+  text = jax.jit(lambda m, r: planning.regularized_dp(m, r, "chi2")).lower(model, rho).as_text()
+  assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
+  agent = registry.make("drpvi", ENV)
+  ds = data.collect(ENV, PARAMS, data.uniform(ENV.num_actions), jax.random.key(0), 10)
+  qf = agent.fit(ds, registry.make_hparams("drpvi", ENV))
+  text = jax.jit(lambda q: evaluate.offline_subopt(agent, q, model, rho)).lower(qf).as_text()
+  assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
