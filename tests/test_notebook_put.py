@@ -20,7 +20,10 @@ def notebook_replay(hold, reward, next_hold, next_payoff, next_exit, rho, beta, 
 
   Q_hold(s) = min(w_h . phi(s) + bonus, top) (no floor), top = H - h (DR) or H (LSVI);
   V_{h+1}(s') = max(Q_hold(s'), payoff(s')), 0 in the exit state and after the last step;
-  regressions on the hold features of every stored step-h state, whatever was played.
+  regressions on the hold features of every stored step-h state, whatever was played, except at
+  the last step h = H, where neither algorithm regresses anything for hold: DR-LSVI-UCB's w_H is
+  nu_H = 0 (hold pays nothing) and the authors' LSVI-UCB sets w_H = 0 (issue 20), so there
+  Q_hold = min(bonus, top).
   """
   H, _, d = hold.shape
   out = []
@@ -48,6 +51,8 @@ def notebook_replay(hold, reward, next_hold, next_payoff, next_exit, rho, beta, 
       if robust:
         nu = np.zeros(d) if h == H - 1 else brute_nu(hold[h, :k], v, lam, rho[h], H)[0]
         w[h] = nu  # theta of the hold action is 0: holding pays nothing
+      elif h == H - 1:
+        w[h] = 0.0  # the authors' LSVI-UCB: no regression at the last step, w_H = 0
       else:
         b = np.zeros(d)
         for t in range(k):
@@ -57,8 +62,11 @@ def notebook_replay(hold, reward, next_hold, next_payoff, next_exit, rho, beta, 
   return out
 
 
+@pytest.mark.parametrize("seed", [1, 0])
 @pytest.mark.parametrize("agent_name", ["dr-lsvi-ucb", "lsvi-ucb"])
-def test_notebook_put_option_equals_the_notebook_algorithm(agent_name):
+def test_notebook_put_option_equals_the_notebook_algorithm(agent_name, seed):
+  """Seed 0's history exercises at the last step (LSVI-UCB: episode 2 of 8), so the later
+  episodes' Q depend on the last-step rule (w_H = 0 vs a regression of the payoffs)."""
   s = P.setup("notebook", "put-option", episodes=K)
   env, agent = s.env, s.agents[agent_name]
   H, d = env.horizon, env.feature_dim
@@ -66,13 +74,15 @@ def test_notebook_put_option_equals_the_notebook_algorithm(agent_name):
   rho = np.full((H, d), 0.3)
   hp = make_hparams(H, d, rho=rho, beta=s.beta, lam=s.lam)
   params = s.params._replace(init_low=jnp.asarray(88.0), init_high=jnp.asarray(100.0))
-  out = jax.jit(drjax_make_train(env, agent))(jax.random.PRNGKey(1), hp, params)
+  out = jax.jit(drjax_make_train(env, agent))(jax.random.PRNGKey(seed), hp, params)
   st = jax.tree_util.tree_map(np.asarray, out.state)
   hold = st.phi  # regression rows: the hold action's features at s_h
   next_hold, next_payoff = st.next_phi[:, :, 1], st.next_phi[:, :, 0, -1]
   # The regression rows really are the hold features (exercised steps included).
   assert np.all(hold[..., -1] == 0)
   assert (np.asarray(out.actions) == 0).any(), "no exercise in this history: weak test"
+  if seed == 0:  # an exercise at the last step before the last episode: the rule matters
+    assert (st.reward[H - 1, :K - 1] > 0).any(), "no last-step exercise: weak test"
   ref = notebook_replay(hold, st.reward, next_hold, next_payoff, st.next_fail, rho, s.beta,
                         s.lam, robust)
   s0 = env.reset(jax.random.PRNGKey(0), params)  # only used for its structure

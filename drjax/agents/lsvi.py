@@ -39,11 +39,20 @@ class KnownAction(NamedTuple):
     learned: index of the other action, whose ``Q = min(w . phi + bonus, top)`` (no floor at 0) is
       learned from regressions on *its* features at every visited state, whatever was played.
     value: ``phi_all [..., A, d] -> [...]`` the known action's value, read off the features.
+    last_step_zero: the authors' LSVI-UCB rule at the last step ``h = H``: nothing is regressed
+      for the learned action there, its weights are ``w_H = 0``, so ``Q_learned = min(bonus,
+      top)`` at ``h = H``. ``False`` (default): LSVI-UCB regresses the last step's observed
+      rewards onto the learned action's features (``w_H = Lambda_H^-1 sum phi r``), which,
+      whatever was played, include the known action's rewards (the put option's exercise
+      payoffs at the last step). Only LSVI-UCB's ridge regression is affected: DR-LSVI-UCB's
+      last step is ``w_H = theta_H`` (``nu_H = 0``) either way, and ``theta_H . phi = 0`` on the
+      notebook's hold features.
   """
 
   action: int
   learned: int
   value: Callable
+  last_step_zero: bool = False
 
 
 def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail_zero: bool,
@@ -124,6 +133,8 @@ def _make(name, *, oracle: str, width: str, horizon, feature_dim, num_actions, c
     if not isinstance(known, KnownAction) or A != 2 or {known.action, known.learned} != {0, 1}:
       raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
                        f"environment, got {known!r} with A = {A}")
+    if not isinstance(known.last_step_zero, (bool, np.bool_)):
+      raise TypeError(f"known.last_step_zero must be a bool, got {known.last_step_zero!r}")
   return _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, int(grid_size), tie_break,
                 bool(fail_zero), solver, known)
 
@@ -136,6 +147,7 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
   d-rectangular, ``"ellipsoid"``), see ``drjax.agents.pieces``."""
   robust_oracle = oracle == "tv"
   robust_bonus = None if width == "ellipsoid" else width
+  last_step_zero = known is not None and bool(known.last_step_zero)
   q_fn = functools.partial(_q_values, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
   q_at = functools.partial(_q_at, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
 
@@ -202,9 +214,15 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
       return w, nu, a_star
 
     # Step H: V_{H+1} = 0, so z(alpha) = 0 and nu_H = max_alpha -rho alpha = 0 at alpha = 0
-    # (DR-LSVI-UCB), w_H = Lambda_H^-1 sum phi r (LSVI-UCB). No regression over atoms needed.
+    # (DR-LSVI-UCB), w_H = Lambda_H^-1 sum phi r (LSVI-UCB), or w_H = 0 with
+    # ``known.last_step_zero`` (the authors' put-option LSVI-UCB). No regression over atoms.
     zero = jnp.zeros((d,), dtype)
-    w_last = theta[H - 1] if robust_oracle else pinv[H - 1] @ phir[H - 1]
+    if robust_oracle:
+      w_last = theta[H - 1]
+    elif last_step_zero:
+      w_last = zero
+    else:
+      w_last = pinv[H - 1] @ phir[H - 1]
     ws, nus, alphas = [w_last], [zero], [zero]
     if H - 1 <= UNROLL_H:  # short horizons: a Python loop (static indices, fused by XLA)
       for h in range(H - 2, -1, -1):
@@ -351,7 +369,8 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
       to date by rank-1 inverse updates (O(d^2) per transition, no factorization), ``"auto"``
       (default) picks Cholesky for d <= 8 and Sherman-Morrison above.
     known: a ``KnownAction`` (2-action environments): one action's value is known exactly and
-      only the other's Q is learned (the authors' put-option notebook; see ``notebook_put_known``).
+      only the other's Q is learned (the authors' put-option notebook; see
+      ``NOTEBOOK_PUT_KNOWN``).
 
   Returns:
     An ``Agent``. Q is clipped to ``[0, H - h + 1]`` and set to 0 at the fail state.
@@ -375,7 +394,9 @@ def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
       DR-LSVI-UCB does. Default ``True``: the paper's experiments (and the authors' code) give
       LSVI-UCB this knowledge, so the comparison isolates robustness; ``False`` is Jin et al.'s
       LSVI-UCB, which knows nothing of fail states.
-    solver, known: as for ``dr_lsvi_ucb``.
+    solver, known: as for ``dr_lsvi_ucb``; with ``known.last_step_zero`` the learned action's
+      last-step weights are ``w_H = 0`` (the authors' put-option LSVI-UCB) instead of the
+      regression ``Lambda_H^-1 sum phi r``.
   """
   return _make("LSVI-UCB", oracle="ridge", width="ellipsoid", horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break,
@@ -388,5 +409,7 @@ def _exercise_payoff(phi_all):
 
 
 # The authors' put-option notebook: exercise (action 0) has the known value max(0, 100 - s), read
-# off the notebook variant's features; only hold (action 1) is learned, on the hat features.
-NOTEBOOK_PUT_KNOWN = KnownAction(action=0, learned=1, value=_exercise_payoff)
+# off the notebook variant's features; only hold (action 1) is learned, on the hat features; their
+# LSVI-UCB regresses nothing at the last step (w_H = 0: Q_hold = min(bonus, top) there).
+# ``NOTEBOOK_PUT_KNOWN._replace(last_step_zero=False)`` regresses the last step's rewards instead.
+NOTEBOOK_PUT_KNOWN = KnownAction(action=0, learned=1, value=_exercise_payoff, last_step_zero=True)

@@ -45,7 +45,9 @@ class Preset:
   put_variant: str = "paper"    # put-option features
   put_fixed_init: bool = False  # one initial price per seed (notebook) vs per episode (paper)
   tie_break: str = "optimistic"  # greedy ties: largest untruncated value / lowest index
-  put_known: bool = False       # put option: exercise value known, only hold learned (notebook)
+  put_known: bool = False       # put option: exercise value known, only hold learned, and
+                                # LSVI-UCB's last-step hold weights w_H = 0 (notebook:
+                                # NOTEBOOK_PUT_KNOWN, last_step_zero=True)
   lsvi_fail_zero: bool = True   # LSVI-UCB's backup knows the fail state (V = 0 there)
 
 
