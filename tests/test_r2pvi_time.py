@@ -65,7 +65,7 @@ def test_figure_draws_every_series(tiny, tmp_path):
   m = p["fig2a"]["config"]["machine"]
   assert m["jax"] in fig._suptitle.get_text()  # the machine is named on the figure
   assert (m["cpu_model"] if m["backend"] == "cpu" else m["backend"]) in fig._suptitle.get_text()
-  labels = [t.get_text() for t in ax_b.get_legend().get_texts()]
+  labels = [t.get_text() for t in fig.legends[0].get_texts()]
   assert labels[:2] == ["PEVI", "R2PVI-TV"] and any("published" in t for t in labels)
   assert os.path.exists(tmp_path / "f.png")
   plt.close(fig)

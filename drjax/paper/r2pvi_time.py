@@ -181,11 +181,12 @@ def plot(panels_: dict, path_base: str) -> None:
              for a, s in p["series"].items()]
   handles += [Line2D([], [], color="0.3", ls=ls, marker=mk, ms=3.5, label=lab)
               for _, ls, mk, lab in styles]
-  axes[1].legend(handles=handles, fontsize=6.5, loc="center right")
+  fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=len(handles), frameon=False)
   m = p["config"]["machine"]
   where = (f"{m['cpu_model']}, {m['cores']} cores" if m["backend"] == "cpu"
            else f"{m.get('device_kind', m['backend'])} ({m['backend']})")
   fig.suptitle(f"R2PVI paper, Figure 2: one offline fit on the put option (H = 20) -- drjax "
-               f"{m['jax']} on {where}; NumPy {m['numpy']} in the same process", fontsize=9)
-  fig.tight_layout()
+               f"(JAX {m['jax']}) on {where}; NumPy {m['numpy']} in the same process",
+               fontsize=9)
+  fig.tight_layout(rect=(0, 0.06, 1, 1))
   outputs.save_figure(fig, path_base)
