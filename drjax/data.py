@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax._precision import exact_matmuls
 from drjax.agents.base import check_int
 
 Array = jax.Array
@@ -201,7 +202,7 @@ def collect(env, params, behavior: Callable, key, num_trajectories: int, *,
   return _collect(env, params, behavior, key, n)
 
 
-_collect_jit = jax.jit(_collect, static_argnums=(0, 2, 4))
+_collect_jit = jax.jit(exact_matmuls(_collect), static_argnums=(0, 2, 4))
 
 
 def _check_behavior(env, params, behavior, key) -> None:

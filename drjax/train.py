@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax._precision import exact_matmuls
 from drjax.agents import base
 from drjax.agents.base import Agent, HParams, QFunction, check_features, validate_hparams
 from drjax.envs.base import FiniteEnvironment
@@ -181,7 +182,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
                        estimation_error=pick("estimation_error", err),
                        qf=qfs, final_qf=final_qf)
 
-  return train
+  return exact_matmuls(train)
 
 
 def replan(env, agent: Agent, state, hparams: HParams, env_params):
@@ -222,7 +223,7 @@ def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params
   train = make_train(env, agent, num_episodes, record_q=record_q, form=form, outputs=outputs)
   over_seeds = jax.vmap(train, in_axes=(0, None, 0 if params_batched else None))
   over_hp = jax.vmap(over_seeds, in_axes=(None, 0, None))
-  return jax.jit(over_hp)
+  return jax.jit(exact_matmuls(over_hp))
 
 
 def check_key(key, name: str = "key"):
@@ -383,4 +384,4 @@ def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "a
     ret = jnp.sum(jnp.sum(ds.reward, axis=0) * valid) / jnp.sum(valid)
     return FitOutput(final_qf=qf, data_return=ret, dataset=ds if keep_data else None)
 
-  return fit_run
+  return exact_matmuls(fit_run)

@@ -56,3 +56,18 @@ def test_planning_and_evaluation_use_highest_precision():
   qf = agent.fit(ds, registry.make_hparams("drpvi", ENV))
   text = jax.jit(lambda q: evaluate.offline_subopt(agent, q, model, rho)).lower(qf).as_text()
   assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
+
+
+def test_online_engine_and_make_fit_use_highest_precision():
+  from drjax import train
+  from drjax.agents.base import make_hparams
+  agent = registry.make("dr-lsvi-ucb", ENV, capacity=5)
+  run = train.make_train(ENV, agent, 5)
+  hp = make_hparams(ENV.horizon, ENV.feature_dim, rho=0.3)
+  text = jax.jit(run).lower(jax.random.key(0), hp, PARAMS).as_text()
+  assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
+  off = registry.make("drpvi", ENV)
+  fit_run = train.make_fit(ENV, off, 8)
+  text = jax.jit(fit_run).lower(jax.random.key(0), registry.make_hparams("drpvi", ENV),
+                                PARAMS).as_text()
+  assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import robust
+from drjax._precision import exact_matmuls
 from drjax.agents import base, pieces
 from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
 
@@ -324,10 +325,12 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
                             solver, known)
-  return Agent(name=name, config=config, init=init, plan=plan, q_values=q_values, act=act,
-               observe=base.observe, end_episode=base.end_episode,
-               store_episode=base.store_episode, bonus=bonus_fn, init_stats=init_stats,
-               update=update, regression_features=regression_features, uncertainty=uncertainty)
+  x = exact_matmuls  # float32 products at full precision on every backend (drjax/_precision.py)
+  return Agent(name=name, config=config, init=init, plan=x(plan), q_values=x(q_values), act=x(act),
+               observe=base.observe, end_episode=x(base.end_episode),
+               store_episode=x(base.store_episode), bonus=x(bonus_fn), init_stats=init_stats,
+               update=x(update), regression_features=regression_features,
+               uncertainty=x(uncertainty))
 
 
 def _next_rows(horizon: int) -> np.ndarray:
