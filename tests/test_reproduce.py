@@ -92,10 +92,11 @@ def test_subopt_and_results_table(results):
   cross = outputs.crossing(p["x"], c["DR-LSVI-UCB"]["mean"], c["LSVI-UCB"]["mean"])
   row = [r for r in table.splitlines() if r.startswith("| fig2 | rho0.3 |")][0]
   assert (f"| {cross:.3f} |" in row) if cross is not None else ("| none |" in row)
-  assert f"LSVI {outputs.area(p['x'], c['LSVI-UCB']['mean']):.4f}" in row
+  assert (f"| {outputs.area(p['x'], c['LSVI-UCB']['mean']):.4f} | "
+          f"{outputs.area(p['x'], c['DR-LSVI-UCB']['mean']):.4f} |") in row  # AUC LSVI, DR
   assert "| paper | 2 | 4 | exact |" in row  # preset, seeds, K, evaluation of this row's run
   crit = [r for r in table.splitlines() if r.startswith("| fig1 | xi0.1_rho0.5 |")][0]
-  assert "| 0.48012 (paper's formula" in crit
+  assert "| 0.48012 | 0.600 |" in crit  # exact critical q, the paper's formula
   assert "All rows come from one run." in table
 
 

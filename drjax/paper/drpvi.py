@@ -205,18 +205,29 @@ def panels(res: dict, preset: OfflinePreset, *, seeds: int, trajectories: int) -
   return out
 
 
-def summary_rows(panels_: dict) -> list[str]:
-  """``results.md`` rows: per panel, the share of seeds whose learned first action at x1 is the
-  robust-optimal one, mean robust SubOpt per agent, and VA-DRPVI == DRPVI seeds."""
+def summary_table(panels_: dict) -> list[str]:
+  """``results.md`` lines: a caption and a table with one row per panel and one column per agent
+  and quantity: the share of seeds whose learned first action at x1 is the robust-optimal one,
+  the mean exact robust SubOpt, and the seeds where VA-DRPVI's policy equals DRPVI's."""
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  names = [registry.get(n).display for n in AGENTS]
+  seeds = outputs.seeds_note(panels_.values())
+  lines = ["", "`drpvi` (DRPVI paper, Figure 2; offline, exact evaluation): the exact "
+           "robust-optimal first action at x1 (step 1); per agent, the share of seeds whose "
+           "learned first action is it and the mean exact robust suboptimality "
+           f"`V*_1 - V^pi_1` at the panel's rho (return; {seeds}); and the seeds where "
+           "VA-DRPVI's greedy policy equals DRPVI's.", ""]
+  header = (["figure", "panel", "preset", "seeds", "K", "robust-optimal first action"] +
+            [f"share of seeds choosing it: {n}" for n in names] +
+            [f"mean SubOpt {n} ({seeds})" for n in names] +
+            ["seeds with VA-DRPVI policy = DRPVI policy", "run"])
   rows = []
   for tag, p in panels_.items():
-    f = p["findings"]
-    names = [registry.get(n).display for n in AGENTS]
-    share = ", ".join(f"{n} {f[n]['robust_optimal_first_action_share']:.2f}" for n in names)
-    sub = ", ".join(f"{n} {f[n]['subopt_mean']:.4f}" for n in names)
+    f, c = p["findings"], p["config"]
     vs = f["VA-DRPVI vs DRPVI"]
-    c = p["config"]
-    rows.append(f"| drpvi | {tag} | {c['preset']} | {c['seeds']} | {c['trajectories']} | "
-                f"{p['robust_optimal_first_action']} | {share} | {sub} | "
-                f"{vs['seeds_with_identical_policy']}/{c['seeds']} | {c.get('run', '?')} |")
-  return rows
+    rows.append(["drpvi", tag, c["preset"], c["seeds"], c["trajectories"],
+                 p["robust_optimal_first_action"]] +
+                [f"{f[n]['robust_optimal_first_action_share']:.2f}" for n in names] +
+                [f"{f[n]['subopt_mean']:.4f}" for n in names] +
+                [f"{vs['seeds_with_identical_policy']}/{c['seeds']}", c.get("run", "?")])
+  return lines + outputs.md_table(header, rows)

@@ -15,18 +15,18 @@ import tempfile
 
 import numpy as np
 
+from drjax import style
 from drjax.agents import registry
 
+# Colours of every curve name a panel can hold: algorithms from the registry, exact references in
+# black and greys (drjax.style). Kept for notebooks that colour their own plots by curve name.
 COLORS = {**{s.display: s.color for s in registry.specs()},
-          "robust optimum (exact)": "tab:red", "non-robust optimum (exact)": "tab:blue",
-          "Theorem 1 bound": "tab:gray"}
-# Curves that often coincide with another one (VA-DRPVI with DRPVI when every variance estimate
-# is at its floor of 1) are dotted, so the one underneath stays visible.
-LINESTYLES = {"VA-DRPVI": (0, (1.5, 1.5))}
-TITLES = {"fig1": "Figure 1: simulated linear MDP (rho_1,4 = 0.5)",
-          "fig3": "Ablation (Appendix A): rho_1,4 in {0.3, 0.4, 0.5}",
+          **{n: style.color(n) for n in ("robust optimum (exact)", "non-robust optimum (exact)",
+                                         "Theorem 1 bound")}}
+TITLES = {"fig1": r"Figure 1: simulated linear MDP ($\rho_{1,4}$ = 0.5)",
+          "fig3": r"Ablation (Appendix A): $\rho_{1,4}$ in {0.3, 0.4, 0.5}",
           "fig2": "Figure 2: American put option",
-          "subopt": "AveSubopt(k) on the simulated linear MDP",
+          "subopt": "AveSubopt$(k)$ on the simulated linear MDP",
           "drpvi": "DRPVI paper (Liu & Xu 2024b), Figure 2: offline, 100 uniform trajectories",
           "r2pvi": "R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(d): offline, robust regularized"}
 
@@ -61,7 +61,7 @@ def _settings(panels: dict) -> str:
   """"N seeds, K = k" (and the put-option evaluation) of a figure, from its panels' configs."""
   cfgs = [p.get("config", {}) for p in panels.values()]
   parts = []
-  for key, fmt in (("seeds", "{} seeds"), ("episodes", "K = {}"), ("preset", "preset {}")):
+  for key, fmt in (("seeds", "{} seeds"), ("episodes", "$K$ = {}"), ("preset", "preset {}")):
     vals = sorted({str(c[key]) for c in cfgs if key in c})
     if vals:
       parts.append(fmt.format("/".join(vals)))
@@ -248,8 +248,13 @@ def _pin_labels(ax, renderer, placed: dict) -> None:
     ax._autotitlepos = False  # pylint: disable=protected-access
 
 
-def fit_layout(fig, suptitle=None, pad: float = 1.08) -> None:
+def fit_layout(fig, suptitle=None, pad: float = 1.08, *, legend=None, footer=None) -> None:
   """``fig.tight_layout(pad=pad)`` for a figure of subplots, from the sizes of its texts only.
+
+  ``legend``: a figure legend (``fig.legend(..., loc="upper center")``), placed under the
+  suptitle, its height kept free above the subplots. ``footer``: a figure text
+  (``fig.text(0.5, 0, ..., ha="center", va="bottom")``), placed at the bottom, its height kept
+  free below the subplots.
 
   Same margins and gaps as ``tight_layout`` (``pad`` x the font size around and between the
   decorated subplots, ``suptitle`` above them), but each subplot's extent is measured from its
@@ -295,9 +300,19 @@ def fit_layout(fig, suptitle=None, pad: float = 1.08) -> None:
   left = max(hs[:, 0].max(), 0) + pad_in / width
   right = max(hs[:, -1].max(), 0) + pad_in / width
   top = max(vs[0].max(), 0) + pad_in / height
+  below_title = 1 - pad_in / height
   if suptitle is not None and suptitle.get_text():
-    top += to_fig.transform_bbox(suptitle.get_window_extent(renderer)).height + pad_in / height
+    st = to_fig.transform_bbox(suptitle.get_window_extent(renderer))
+    top += st.height + pad_in / height
+    below_title = st.y0 - 0.3 * pad_in / height
+  if legend is not None:
+    legend.set_bbox_to_anchor((0.5, below_title), transform=fig.transFigure)
+    top += to_fig.transform_bbox(legend.get_window_extent(renderer)).height + 0.3 * pad_in / height
   bottom = max(vs[-1].max(), 0) + pad_in / height
+  if footer is not None and footer.get_text():
+    footer.set_position((0.5, 0.5 * pad_in / height))
+    foot = to_fig.transform_bbox(footer.get_window_extent(renderer))
+    bottom += foot.height + 0.5 * pad_in / height
   kw = {"left": left, "right": 1 - right, "bottom": bottom, "top": 1 - top}
   if cols > 1:
     gap = hs[:, 1:-1].max() + pad_in / width
@@ -311,53 +326,315 @@ def fit_layout(fig, suptitle=None, pad: float = 1.08) -> None:
       _pin_labels(ax, renderer, placed)
 
 
-def _plot(name: str, panels: dict, path_base: str) -> None:
+# A panel's y axis is scaled to its learned curves: their range fills at least 1 / (1 +
+# LEARNED_MARGIN) of it. The margin goes where the exact references lie (below or above the
+# learned curves); references and bands beyond it are drawn clipped at the axis edge, and the
+# value they reach is written in the panel.
+LEARNED_MARGIN = 1.5
+_COINCIDE = 0.015  # curves closer than this fraction of the axis height (about a line width)
+#                   everywhere coincide
+# Learned curves that coincide with one drawn before: dashed, then dotted (the one below shows).
+_OVERLAP_STYLES = ((0, (4, 3)), (0, (1.2, 1.8)), (2, (4, 3)))
+
+
+def _finite_range(arrays):
+  vals = np.concatenate([np.ravel(np.asarray(a, float)) for a in arrays] or [np.zeros(0)])
+  vals = vals[np.isfinite(vals)]
+  return (float(vals.min()), float(vals.max())) if vals.size else None
+
+
+def _window(learned, others, log: bool):
+  """``(lo, hi)``: the values a panel's y axis may show (log10 units on a log axis).
+
+  ``learned``: the learned curves' means, whose range the window contains; ``others``: what else
+  the panel draws (references, bands), which gets the margin on its side.
+  """
+  rng = _finite_range(learned)
+  if rng is None:
+    return None
+  lo, hi = rng
+  span = hi - lo
+  ext = _finite_range(others) or (lo, hi)
+  if span <= 1e-9 * max(1.0, abs(hi)):  # flat (or identical) learned curves: nothing to scale to
+    span = 0.2 if log else 0.2 * max(abs(hi), 1e-3)
+    return min(lo - span / 2, ext[0]), max(hi + span / 2, ext[1])
+  below, above = max(lo - ext[0], 0.0) / span, max(ext[1] - hi, 0.0) / span
+  half = LEARNED_MARGIN / 2
+  if below + above <= LEARNED_MARGIN:
+    pass
+  elif below <= half:
+    above = LEARNED_MARGIN - below
+  elif above <= half:
+    below = LEARNED_MARGIN - above
+  else:
+    below = above = half
+  return lo - below * span, hi + above * span
+
+
+def _coincides(a, b, tol) -> bool:
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  both = np.isfinite(a) & np.isfinite(b)
+  return bool(both.any()) and bool(np.all(np.abs(a[both] - b[both]) <= tol)) and bool(
+      np.array_equal(np.isfinite(a), np.isfinite(b)))
+
+
+def draw_curves(ax, p: dict, log: bool, x_name: str) -> dict:
+  """Draws one panel's curves into ``ax`` and sets its limits.
+
+  Learned curves (``p["curves"]`` that are not ``style.is_reference``): their algorithm's colour
+  (shades for variants of one algorithm), solid, with a 95% band; a curve that coincides with
+  one drawn before it is dashed (then dotted), the one below thicker, so both show. Exact
+  references: ``style.reference_style``, above the learned curves. The y axis (``_window``)
+  shows the learned curves on at least 1 / (1 + LEARNED_MARGIN) of its height; a reference
+  beyond it is marked at the edge with the value it reaches (``x_name``: the x symbol for that
+  note). ``log``: log-log axes (AveSubopt), zero means left out. ``p["critical_q"]``: a
+  vertical line with its value.
+
+  Returns ``{"handles": {label: artist}, "zero_k": set, "bands_cut": bool}``: the artists a
+  legend may name (only visible ones), the k where a log panel left out a zero mean, and whether
+  a band ran off a log axis.
+  """
+  x = np.asarray(p["x"], float)
+  curves = p["curves"]
+  learned = {n: c for n, c in curves.items() if not style.is_reference(n)}
+  refs = {n: c for n, c in curves.items() if style.is_reference(n)}
+  tr = (lambda v: np.log10(v)) if log else (lambda v: v)  # noqa: E731
+  zero_k = set()
+  info = {"handles": {}, "zero_k": zero_k, "bands_cut": False}
+
+  def mean(c):
+    m = np.asarray(c["mean"], float)
+    if log:
+      zero_k.update(int(k) for k in x[m <= 0])
+      m = np.where(m > 0, m, np.nan)
+    return m
+
+  with np.errstate(all="ignore"):
+    bands = [tr(mean(c) + k * 1.96 * np.asarray(c["stderr"], float))
+             for c in learned.values() for k in (-1, 1)]
+    win = _window([tr(mean(c)) for c in learned.values()],
+                  [tr(mean(c)) for c in refs.values()] + bands, log)
+    if win is None:  # nothing learned: the references set the axis
+      win = _window([tr(mean(c)) for c in refs.values()], [], log) or (0.0, 1.0)
+  w_lo, w_hi = win
+  shown = []  # transformed values drawn inside the window, for the axis limits
+
+  def inside(v):
+    with np.errstate(all="ignore"):
+      t = tr(v)
+    t = t[np.isfinite(t)]
+    shown.extend(np.clip(t, w_lo, w_hi).tolist())
+
+  for n, c in curves.items():
+    m = mean(c)
+    inside(m)
+    if n in learned:
+      se = np.asarray(c["stderr"], float)
+      inside(m - 1.96 * se)
+      inside(m + 1.96 * se)
+  if not shown:  # nothing drawable (e.g. only zeros on a log axis)
+    shown = [w_lo, w_hi]
+  lo, hi = min(shown), max(shown)
+  pad = 0.04 * max(hi - lo, 1e-12)
+  lo, hi = lo - pad, hi + pad
+  tol = _COINCIDE * (hi - lo)
+  ylim = (10 ** lo, 10 ** hi) if log else (lo, hi)
+  if log:
+    ax.set_yscale("log")
+    ax.set_xscale("log")
+
+  drawn = []
+  colors = {n: style.color(n) for n in learned}
+  for base in set(colors.values()) - {None}:  # variants of one algorithm: shades of its colour
+    same = [n for n in learned if colors[n] == base]
+    if len(same) > 1:
+      colors.update(zip(same, style.shades(base, len(same))))
+  for k, name in enumerate(n for n in learned if colors[n] is None):
+    colors[name] = f"C{k}"
+  for name, c in learned.items():
+    m, se = mean(c), np.asarray(c["stderr"], float)
+    col = colors[name]
+    over = sum(_coincides(tr(m), tr(d), tol) for d in drawn)
+    ls = "-" if over == 0 else _OVERLAP_STYLES[(over - 1) % len(_OVERLAP_STYLES)]
+    lw = style.LEARNED_LW + (0.6 if over == 0 and any(
+        _coincides(tr(m), tr(mean(c2)), tol) for n2, c2 in learned.items() if n2 != name) else 0)
+    label = _learned_label(name, p, log)
+    (line,) = ax.plot(x, m, color=col, ls=ls, lw=lw, label=label, zorder=style.LEARNED_Z,
+                      gid="learned")
+    drawn.append(m)
+    info["handles"][label] = line
+    band_lo, band_hi = m - 1.96 * se, m + 1.96 * se
+    if log:  # a band reaching 0 (or below the axis) runs off the bottom edge
+      cut = band_lo <= ylim[0]
+      info["bands_cut"] |= bool(np.any(cut & np.isfinite(m) & (se > 0)))
+      band_lo = np.where(cut, ylim[0] / 10, band_lo)
+      band_hi = np.minimum(band_hi, ylim[1] * 10)
+    else:
+      band_lo = np.clip(band_lo, ylim[0] - (hi - lo), None)
+      band_hi = np.clip(band_hi, None, ylim[1] + (hi - lo))
+    ax.fill_between(x, band_lo, band_hi, color=col, alpha=0.2, lw=0, zorder=1)
+  for name, c in refs.items():
+    m = mean(c)
+    label = style.math(name + (" (DR-LSVI-UCB)" if name == "Theorem 1 bound" else ""))
+    (line,) = ax.plot(x, m, label=label, gid="reference", **style.reference_style(name))
+    with np.errstate(all="ignore"):
+      t = tr(m)
+    above, below = t > hi, t < lo
+    for off, side in ((above, "above"), (below, "below")):
+      if np.any(off):
+        j = int(np.nanargmax(t) if side == "above" else np.nanargmin(t))
+        _mark_off_scale(ax, x, off, m[j], x[j], side, line.get_color(), x_name)
+    if np.any(np.isfinite(t) & (t >= lo) & (t <= hi)):
+      info["handles"][label] = line
+  crit = p.get("critical_q")
+  if crit is not None and np.isfinite(crit):
+    line = ax.axvline(crit, color="0.55", ls="-", lw=0.9, zorder=style.REFERENCE_Z,
+                      label="critical $q$ (exact): the optimal first action switches")
+    info["handles"][line.get_label()] = line
+    ax.text(crit, 0.03, f" $q^*$ = {crit:.3f}", transform=ax.get_xaxis_transform(),
+            fontsize=7, ha="left", va="bottom")
+  ax.set_ylim(*ylim)
+  ax.set_xlim(x.min(), x.max())
+  return info
+
+
+def _learned_label(name: str, p: dict, log: bool) -> str:
+  """Legend label of a learned curve: its algorithm's name; on AveSubopt panels also what it is
+  measured against."""
+  if not log:
+    return style.math(name)
+  against = "robust" if name == style.display("dr-lsvi-ucb") else "non-robust"
+  return f"{name}: AveSubopt against the exact {against} optimum"
+
+
+def wrap_text(text: str, width: int) -> str:
+  """``textwrap.fill`` that never breaks inside ``$...$``."""
+  import textwrap  # pylint: disable=g-import-not-at-top
+
+  parts = style._MATH.split(text)  # pylint: disable=protected-access
+  protected = "".join(q.replace(" ", "\0") if q.startswith("$") else q for q in parts)
+  return textwrap.fill(protected, width).replace("\0", " ")
+
+
+def _annotate_slopes(ax, p: dict) -> None:
+  """Writes the learned curves' fitted slopes in the lower left corner of an AveSubopt panel
+  (empty there: AveSubopt falls with k), each line in its curve's colour."""
+  slopes = p.get("slopes", {})
+  lines = [(name, slopes[name]) for name in p["curves"] if not style.is_reference(name)
+           and slopes.get(name) is not None and np.isfinite(slopes[name])]
+  for i, (name, s) in enumerate(reversed(lines)):
+    value = f"{s:.2f}".replace("-", "\N{MINUS SIGN}")
+    ax.text(0.03, 0.04 + 0.075 * i, f"{name}: slope {value}", transform=ax.transAxes,
+            fontsize=7.5, color=style.color(name), ha="left", va="bottom")
+
+
+def _mark_off_scale(ax, x, off, value, x_at, side, color, x_name):
+  """Marks where a clipped reference is beyond the axis (a thick stroke on that edge over the
+  ``x[off]`` range) and writes the extreme ``value`` it reaches (at ``x_at``)."""
+  from matplotlib.transforms import blended_transform_factory  # pylint: disable=g-import-not-at-top
+
+  t = blended_transform_factory(ax.transData, ax.transAxes)
+  y = 0.995 if side == "above" else 0.005
+  ax.plot([x[off].min(), x[off].max()], [y, y], transform=t, color=color, lw=2.5,
+          solid_capstyle="butt", clip_on=False, zorder=style.REFERENCE_Z)
+  left = x_at <= (x.min() + x.max()) / 2
+  ax.text(x_at, 0.975 if side == "above" else 0.025,
+          f"{'↑' if side == 'above' else '↓'} off scale: {value:.3g} at {x_name} = {x_at:g}",
+          transform=t, fontsize=6.5, color=color, ha="left" if left else "right",
+          va="top" if side == "above" else "bottom")
+
+
+def x_symbol(p: dict) -> str:
+  """The mathtext symbol of a panel's x variable."""
+  label = p.get("x_label", "")
+  if "p_u" in label:
+    return "$p_u$"
+  if "probability p" in label:
+    return "$p$"
+  if "episode" in label:
+    return "$k$"
+  return "$q$"
+
+
+def figure(name: str, panels: dict):
+  """The figure of ``name`` (curve panels: learned curves with 95% bands, exact references) as a
+  ``matplotlib.figure.Figure`` on an Agg canvas (no pyplot); ``_plot`` saves it."""
   tags = list(panels)
   ncol = 3 if len(tags) >= 3 else len(tags)
   nrow = math.ceil(len(tags) / ncol)
-  fig = new_figure((4.2 * ncol, 3.3 * nrow + 0.4))
+  fig = new_figure((max(4.2 * ncol, 6.4), 3.3 * nrow + 0.6))
   axes = fig.subplots(nrow, ncol, squeeze=False)
   log = name == "subopt"
-  dropped = set()
+  handles, zero_k, bands_cut, clipped = {}, set(), False, False
   for ax, tag in zip(axes.flat, tags):
     p = panels[tag]
-    x = np.asarray(p["x"], float)
-    for cname, c in p["curves"].items():
-      m, se = np.asarray(c["mean"], float), np.asarray(c["stderr"], float)
-      exact = "exact" in cname or "bound" in cname
-      lo, hi = m - 1.96 * se, m + 1.96 * se
-      if log:  # zeros have no place on a log axis: leave them out (and say so) ...
-        zero = m <= 0
-        dropped |= {int(k) for k in x[zero]}
-        m = np.where(zero, np.nan, m)
-        floor = np.nanmin(m) / 2 if np.any(~zero) else 1.0
-        lo = np.where(zero, np.nan, np.maximum(lo, floor))  # ... and clip bands at the floor
-        hi = np.where(zero, np.nan, hi)
-      ax.plot(x, m, ls="--" if exact else LINESTYLES.get(cname, "-"), color=COLORS.get(cname),
-              label=cname, lw=1.2 if exact else 1.8)
-      if not exact:
-        ax.fill_between(x, lo, hi, color=COLORS.get(cname), alpha=0.2)
-    if p.get("critical_q") is not None and np.isfinite(p["critical_q"]):
-      ax.axvline(p["critical_q"], color="k", ls=":", lw=1,
-                 label=f"critical q = {p['critical_q']:.5f} (exact)")
-    if log:
-      ax.set_xscale("log")
-      ax.set_yscale("log")
-    ax.set_title(p.get("title", tag), fontsize=9)
-    ax.set_xlabel(p["x_label"], fontsize=8)
-    ax.set_ylabel(p.get("y_label", ""), fontsize=8)
+    info = draw_curves(ax, p, log, x_symbol(p))
+    for label, artist in info["handles"].items():
+      # The first panel where it is visible, drawn in its own style (not dashed over another).
+      if label not in handles or (handles[label].get_linestyle() != "-" and
+                                  artist.get_linestyle() == "-"):
+        handles[label] = artist
+    zero_k |= info["zero_k"]
+    bands_cut |= info["bands_cut"]
+    clipped |= any("off scale" in t.get_text() for t in ax.texts)
+    ax.set_title(style.math(p.get("title", tag)), fontsize=9)
+    ax.set_xlabel(style.math(p["x_label"]), fontsize=8)
+    ax.set_ylabel(style.y_label(p.get("y_label")) if not log else style.math(p["y_label"]),
+                  fontsize=8)
     ax.tick_params(labelsize=7)
+    if log:
+      _annotate_slopes(ax, p)
   for ax in list(axes.flat)[len(tags):]:
     ax.axis("off")
-  axes.flat[0].legend(fontsize=6.5, loc="best")
-  title = f"{_title(name, panels)} — {_settings(panels)}; mean and 95% band across seeds"
-  if log and dropped:
-    ks = sorted(dropped)
-    shown = ", ".join(map(str, ks[:6])) + (", ..." if len(ks) > 6 else "")
-    title += (f"\nmean AveSubopt(k) = 0 at k = {shown} (not drawn on the log axis); bands "
-              "clipped at half the smallest positive mean")
-  fit_layout(fig, fig.suptitle(title, fontsize=9))
-  save_figure(fig, path_base)
+  title = wrap_text(f"{_title(name, panels)} — {_settings(panels)}; mean and 95% band across "
+                    "seeds", int(fig.get_figwidth() * 13))
+  notes = []
+  if log:
+    has_slope = any(np.isfinite(v) for p in panels.values()
+                    for v in p.get("slopes", {}).values() if v is not None)
+    notes.append(r"Each algorithm is measured against its own exact optimum: DR-LSVI-UCB "
+                 r"against the robust one (its $\rho$), LSVI-UCB against the non-robust one. " +
+                 (r"Slope (lower left): least-squares line of log "
+                  r"AveSubopt$(k)$ on log $k$ for $k \geq 10$." if has_slope else
+                  r"No fitted slope: it needs two or more $k \geq 10$."))
+    zero = []
+    if zero_k:
+      ks = sorted(zero_k)
+      shown = ", ".join(map(str, ks[:6])) + (", ..." if len(ks) > 6 else "")
+      zero.append(f"A mean of 0 (every seed optimal so far; here at $k$ = {shown}) cannot be "
+                  "drawn on a log axis: those points are left out")
+    if bands_cut:
+      zero.append("bands whose lower end reaches 0 run off the bottom of the axis")
+    if zero:
+      notes.append("; ".join(zero) + ".")
+  elif clipped:
+    notes.append("The y axis shows the learned curves; exact references beyond it are cut at "
+                 "the edge (thick mark) with the value they reach written beside it.")
+  if notes:
+    title += "\n" + "\n".join(wrap_text(n, int(fig.get_figwidth() * 13)) for n in notes)
+  legend = figure_legend(fig, handles) if handles else None
+  fit_layout(fig, fig.suptitle(title, fontsize=9), legend=legend)
+  return fig
+
+
+def figure_legend(fig, handles: dict):
+  """One legend for the whole figure (``{label: artist}``), in as many columns as fit its width
+  (``fit_layout`` puts it under the suptitle)."""
+  get_renderer = getattr(fig.canvas, "get_renderer", None)
+  if get_renderer is None:  # not an Agg canvas
+    get_renderer = fig._get_renderer  # pylint: disable=protected-access
+  renderer = get_renderer()
+  for ncol in range(min(len(handles), 5), 0, -1):
+    legend = fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=ncol,
+                        fontsize=7, frameon=False)
+    if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+      return legend
+    legend.remove()
+  return legend
+
+
+def _plot(name: str, panels: dict, path_base: str) -> None:
+  save_figure(figure(name, panels), path_base)
 
 
 # Kill hook for the crash-recovery tests only: ``DRJAX_TEST_KILL_AT=<stage>`` ends the process
@@ -478,103 +755,175 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   return final
 
 
-def _row_settings(p: dict) -> str:
+def md_cell(value) -> str:
+  """``value`` as one Markdown table cell: ``|`` escaped, line breaks flattened."""
+  return str(value).replace("\\|", "|").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def md_table(header, rows) -> list[str]:
+  """A Markdown table (header, separator, rows); every row must have the header's length."""
+  n = len(header)
+  out = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * n]
+  for r in rows:
+    if len(r) != n:
+      raise ValueError(f"row has {len(r)} cells, header {n}: {r!r}")
+    out.append("| " + " | ".join(md_cell(c) for c in r) + " |")
+  return out
+
+
+def _num(v, fmt: str = ".4f") -> str:
+  """A number for a table cell; "–" when missing or not finite."""
+  if v is None or not np.isfinite(v):
+    return "–"
+  return format(float(v), fmt)
+
+
+def seeds_note(panels) -> str:
+  """"mean of N seeds" when every panel has the same number of seeds, else a pointer."""
+  vals = {p.get("config", {}).get("seeds") for p in panels}
+  return f"mean of {vals.pop()} seeds" if len(vals) == 1 else "mean of the row's seeds"
+
+
+def _settings_cells(name: str, tag: str, p: dict, evaluation: bool = True) -> list:
   c = p.get("config", {})
   ev = c.get("evaluation", "")
   ev = "exact" if ev.startswith("exact") else ("MC" if ev else "")
-  return (f"{c.get('preset', '?')} | {c.get('seeds', '?')} | {c.get('episodes', '?')} | {ev} | "
-          f"{c.get('run', '?')}")
+  return [name, tag, c.get("preset", "?"), c.get("seeds", "?"), c.get("episodes", "?")] + (
+      [ev] if evaluation else []) + [c.get("run", "?")]
 
 
-def summary_rows(name: str, panels: dict) -> list[str]:
-  """One ``results.md`` row per panel, with the settings of the run that produced it."""
+def _settings_header(evaluation: bool = True) -> list:
+  return ["figure", "panel", "preset", "seeds", "K"] + (
+      ["evaluation"] if evaluation else []) + ["run"]
+
+
+def curve_table(name: str, panels: dict) -> list[str]:
+  """``results.md`` table of a curve figure (fig1, fig3, fig2, train): one row per panel with the
+  settings of the run that produced it, then one column per compared quantity."""
   from drjax.paper.programs import DR, LS  # pylint: disable=g-import-not-at-top
-  rows = []
+  lines = []
+  by_env = {}
   for tag, p in panels.items():
-    c = p["curves"]
-    head = f"| {name} | {tag} | {_row_settings(p)} |"
-    if name == "subopt":
-      s = p.get("slopes", {})
-      last = {k: c[k]["mean"][-1] for k in (DR, LS)}
-      rows.append(f"{head} DR {s.get(DR, float('nan')):.3f}, "
-                  f"LSVI {s.get(LS, float('nan')):.3f} | DR "
-                  f"{last[DR]:.4f}, LSVI {last[LS]:.4f} |")
-      continue
-    x = p["x"]
-    cross = crossing(x, c[DR]["mean"], c[LS]["mean"])
-    cross_s = "none" if cross is None else f"{cross:.3f}"
-    crit = p.get("critical_q")
-    crit_s = "" if crit is None else (
-        f"{crit:.5f} (paper's formula {p['critical_q_paper_formula']:.3f})")
-    rows.append(f"{head} {cross_s} | AUC LSVI {area(x, c[LS]['mean']):.4f}, "
-                f"DR {area(x, c[DR]['mean']):.4f} | {crit_s} |")
-  return rows
+    by_env.setdefault(p.get("config", {}).get("env", "?"), {})[tag] = p
+  for env, group in by_env.items():
+    put = env == "put-option"
+    x, unit = ("p_u", "return × p_u") if put else ("q", "return × q")
+    seeds = seeds_note(group.values())
+    money = " (price units)" if put else ""
+    lines += ["", f"`{name}`, {env}: expected return{money} of each seed's final greedy policy "
+              f"in the target domain, {seeds}, against the target's {x}. Crossing: first {x} "
+              f"where the two mean curves cross (linear interpolation; `none`: they never do). "
+              f"AUC: area under the mean curve over the {x} grid (trapezoid rule), in {unit}."
+              + ("" if put else " Critical q: exact (bisection), and the paper's formula "
+                 "(Appendix A)."), ""]
+    header = _settings_header() + [
+        f"curves cross at {x}", f"AUC {LS} ({unit}; {seeds})", f"AUC {DR} ({unit}; {seeds})",
+        f"AUC {DR} − {LS} ({unit})"]
+    if not put:
+      header += ["exact critical q", "critical q, paper's formula"]
+    rows = []
+    for tag, p in group.items():
+      c, xs = p["curves"], p["x"]
+      a_ls, a_dr = (area(xs, c[n]["mean"]) if n in c else None for n in (LS, DR))
+      if a_ls is None or a_dr is None:
+        cross_s, diff = "–", None
+      else:
+        cross = crossing(xs, c[DR]["mean"], c[LS]["mean"])
+        cross_s, diff = "none" if cross is None else _num(cross, ".3f"), a_dr - a_ls
+      row = _settings_cells(name, tag, p) + [cross_s, _num(a_ls), _num(a_dr),
+                                             _num(diff, "+.4f")]
+      if not put:
+        row += [_num(p.get("critical_q"), ".5f"), _num(p.get("critical_q_paper_formula"), ".3f")]
+      rows.append(row)
+    lines += md_table(header, rows)
+  return lines
 
 
-def sensitivity_rows(panels: dict) -> list[str]:
-  """``results.md`` rows of ``drjax reproduce sensitivity`` (one per ||xi||_1)."""
+def subopt_table(panels: dict) -> list[str]:
+  """``results.md`` table of ``subopt``: fitted slopes and AveSubopt(K), one column each."""
+  from drjax.paper.programs import DR, LS  # pylint: disable=g-import-not-at-top
+  seeds = seeds_note(panels.values())
+  lines = ["", f"`subopt`: AveSubopt(k), the mean suboptimality of the first k policies "
+           f"({seeds}; return units). {DR} is measured against the exact robust optimum (its "
+           f"rho), {LS} against the exact non-robust one. Slope: least-squares line of "
+           f"log AveSubopt(k) on log k for k ≥ 10 (Theorem 1: at most −1/2 up to its "
+           f"estimation-error term).", ""]
+  header = _settings_header(evaluation=False) + [
+      f"slope {DR}", f"slope {LS}", f"AveSubopt(K) {DR}, vs robust optimum ({seeds})",
+      f"AveSubopt(K) {LS}, vs non-robust optimum ({seeds})", "Theorem 1 bound at K"]
   rows = []
   for tag, p in panels.items():
-    kinks = ", ".join(f"{k:.6f}" for k in p["kinks"]) or "none"
-    sides = "; ".join(f"{o['left']:.4f}, {o['right']:.4f}" for o in p["one_sided"]) or "-"
-    diff = float(np.max(np.abs(np.asarray(p["grad_autodiff"]) -
-                               np.asarray(p["grad_closed_form"]))))
+    c, s = p["curves"], p.get("slopes", {})
+    bound = c.get("Theorem 1 bound", {}).get("mean", [None])[-1]
+    rows.append(_settings_cells("subopt", tag, p, evaluation=False) + [
+        _num(s.get(DR), ".3f"), _num(s.get(LS), ".3f"), _num(c[DR]["mean"][-1]),
+        _num(c[LS]["mean"][-1]), _num(bound, ".3f")])
+  return lines + md_table(header, rows)
+
+
+def sensitivity_table(panels: dict) -> list[str]:
+  """``results.md`` table of ``drjax reproduce sensitivity`` (one row per ||xi||_1)."""
+  lines = ["", "`sensitivity` (exact, float64, source domain): kinks of the robust first action "
+           "at x1 along rho_1,4 (bisection, and the closed form `rho* = 1 - (1-p) V_2(x2)/2`), "
+           "the one-sided derivatives `dV*/drho_1,4` there, the largest difference between "
+           "autodiff and the closed form over the 101-point curve, the largest entry of "
+           "`|dV*/drho_h,i|` at rho_1,4 = 0.5, and the worst-case values (return) of the policy "
+           "robust-optimal for rho_h,4 = 0.5, found by gradient search and exact.", ""]
+  header = ["figure", "panel", "kink rho_1,4 (bisection)", "kink, closed form",
+            "`dV*/drho_1,4` left of kink", "right of kink",
+            "max `|autodiff - closed form|`", "largest `|dV*/drho_h,i|` at (h, i)",
+            "its value", "nominal value", "d-rectangular: found", "d-rectangular: exact",
+            "s,a-rectangular: found", "s,a-rectangular: exact", "factor-4 q per step: found"]
+  rows = []
+  for tag, p in panels.items():
     g = np.asarray(p["sensitivity_map"]["autodiff"])
     h, i = np.unravel_index(np.argmax(np.abs(g)), g.shape)
-    wc = p["worst_case"]
-    f = wc["families"]
+    diff = float(np.max(np.abs(np.asarray(p["grad_autodiff"]) -
+                               np.asarray(p["grad_closed_form"]))))
+    f = p["worst_case"]["families"]
 
-    def fe(n):
-      if n not in f:
-        return "-"
-      e = f[n].get("exact")
-      return f"{f[n]['found']:.6f}" + ("" if e is None else f" / {e:.6f}")
+    def fam(n, key):
+      return _num(f.get(n, {}).get(key), ".6f")
 
-    rows.append(f"| sensitivity | {tag} | {kinks} ({p['rho_star_closed_form']:.6f}) | {sides} | "
-                f"{diff:.1e} | h={h + 1}, i={i + 1}: {g[h, i]:.4f} | {wc['nominal_value']:.6f} | "
-                f"{fe('d-rectangular')} | {fe('s,a-rectangular')} | "
-                f"{fe('factor-4 q at every step')} |")
-  return rows
+    join = lambda vals, fmt: ", ".join(_num(v, fmt) for v in vals) or "none"  # noqa: E731
+    rows.append(["sensitivity", tag, join(p["kinks"], ".6f"),
+                 _num(p["rho_star_closed_form"], ".6f"),
+                 join([o["left"] for o in p["one_sided"]], ".4f"),
+                 join([o["right"] for o in p["one_sided"]], ".4f"), f"{diff:.1e}",
+                 f"({h + 1}, {i + 1})", _num(g[h, i]), _num(p["worst_case"]["nominal_value"],
+                                                            ".6f"),
+                 fam("d-rectangular", "found"), fam("d-rectangular", "exact"),
+                 fam("s,a-rectangular", "found"), fam("s,a-rectangular", "exact"),
+                 fam("factor-4 q at every step", "found")])
+  return lines + md_table(header, rows)
+
+
+OWN_TABLES = ("subopt", "sensitivity", "drpvi", "r2pvi", "r2pvi-time")  # not curve tables
 
 
 def write_summary(out_dir: str, sections: dict, header: str) -> str:
   """Writes ``out_dir/results.md`` (atomically) for all figures in ``sections`` {name: panels}.
 
-  The table is regenerated from the panel JSON files, one row per panel, with the preset, seeds,
-  K, evaluation and run (start time and process) each row came from: figures written by different
-  runs into one directory are never merged silently.
+  The tables are regenerated from the panel JSON files, one row per panel, with the preset,
+  seeds, K, evaluation and run (start time and process) each row came from: figures written by
+  different runs into one directory are never merged silently. One column per compared
+  quantity, units and seeds in the headers; cells escape ``|`` (``md_table``).
   """
   runs = sorted({p.get("config", {}).get("run", "?") for ps in sections.values()
                  for p in ps.values()})
   note = (f"Rows come from {len(runs)} different runs (column `run`): compare their settings "
           "before comparing their numbers." if len(runs) > 1 else
           "All rows come from one run.")
-  cols = "| figure | panel | preset | seeds | K | evaluation | run |"
   lines = [header, "", note]
-  own = ("subopt", "sensitivity", "drpvi", "r2pvi", "r2pvi-time")  # tables of their own below
-  if any(n not in own for n in sections):
-    lines += ["", f"{cols} DR/LSVI curves cross at | area under curve | exact critical q |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
   for name, panels in sections.items():
-    if name not in own:
-      lines += summary_rows(name, panels)
+    if name not in OWN_TABLES:
+      lines += curve_table(name, panels)
   if "drpvi" in sections:
     from drjax.paper import drpvi  # pylint: disable=g-import-not-at-top
-    lines += ["", "Offline (DRPVI paper, Figure 2; exact evaluation). First action: the exact "
-              "robust-optimal action at x1, step 1; share: seeds whose learned first action is "
-              "it; SubOpt: mean exact robust suboptimality V*_1 - V^pi_1 at the panel's rho; "
-              "last: seeds where VA-DRPVI's greedy policy equals DRPVI's.", "",
-              "| figure | panel | preset | seeds | K | robust-optimal first action | share of seeds "
-              "choosing it | mean SubOpt | VA-DRPVI == DRPVI | run |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    lines += drpvi.summary_rows(sections["drpvi"])
+    lines += drpvi.summary_table(sections["drpvi"])
   if "r2pvi" in sections:
     from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
-    lines += ["", "Robust regularized (R2PVI paper, Figure 1(a)-(d); exact evaluation): the mean "
-              "of each learned curve over its x values; fig1c also the exact weight matching each "
-              "rho (planning.weight_for_radius).", "",
-              "| figure | panel | seeds | K | mean over x | run |", "|---|---|---|---|---|---|"]
-    lines += r2pvi.summary_rows(sections["r2pvi"])
+    lines += r2pvi.summary_table(sections["r2pvi"])
   if "r2pvi-time" in sections:
     from drjax.paper import r2pvi_time  # pylint: disable=g-import-not-at-top
     lines += ["", "Fit time (R2PVI paper, Figure 2; put option, H = 20): drjax's warm minimum per "
@@ -583,20 +932,9 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
               "|---|---|---|---|"]
     lines += r2pvi_time.summary_rows(sections["r2pvi-time"])
   if "subopt" in sections:
-    lines += ["", f"{cols} fitted slope of log AveSubopt vs log k | AveSubopt(K) |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    lines += summary_rows("subopt", sections["subopt"])
+    lines += subopt_table(sections["subopt"])
   if "sensitivity" in sections:
-    lines += ["", "Sensitivity (exact, float64): kinks of the robust first action at x1 along "
-              "rho_1,4 (closed form rho* = 1 - (1-p) V_2(x2)/2), one-sided derivatives there, "
-              "max |autodiff - closed form| over the 101-point curve, the largest entry of "
-              "|dV*/drho| at rho_1,4 = 0.5, and the worst-case values of the policy that is "
-              "robust-optimal for rho_h,4 = 0.5 (found by gradient search / exact).", "",
-              "| figure | panel | kinks (closed form) | dV/drho_1,4 left, right at kink | "
-              "max |autodiff - closed form| | largest |dV*/drho_h,i| | nominal | d-rect found / "
-              "exact | s,a-rect found / exact | factor-4 q every step found |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    lines += sensitivity_rows(sections["sensitivity"])
+    lines += sensitivity_table(sections["sensitivity"])
   path = os.path.join(out_dir, "results.md")
   fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".md", dir=out_dir)
   with os.fdopen(fd, "w") as f:

@@ -269,60 +269,75 @@ def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
   }
 
 
-def summary_rows(panels_: dict) -> list[str]:
+def summary_table(panels_: dict) -> list[str]:
+  """``results.md`` lines: the mean of each learned curve over its x values (one row per panel
+  and curve), and the exact weight matching each rho of fig1c."""
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  seeds = outputs.seeds_note(panels_.values())
+  lines = ["", "`r2pvi` (R2PVI paper, Figure 1(a)-(d); exact evaluation): the mean of each "
+           "learned curve over its x values (expected return in the target domain; "
+           f"{seeds}).", ""]
   rows = []
   for tag, p in panels_.items():
     c = p["config"]
-    parts = []
     for name, cur in p["curves"].items():
       if "exact" in name:
         continue
       m = np.asarray(cur["mean"], float)
-      parts.append(f"{name} {np.nanmean(m):.3f}")
-    extra = ""
-    if "correspondence_weight_for_rho" in p:
-      extra = " weight(rho): " + ", ".join(
-          f"{r:g}->{w:.3f}" for r, w in zip(p["x"], p["correspondence_weight_for_rho"])
-          if np.isfinite(w))
-    rows.append(f"| r2pvi | {tag} | {c['seeds']} | {c['trajectories']} | "
-                f"{'; '.join(parts)}{extra} | {c.get('run', '?')} |")
-  return rows
+      rows.append(["r2pvi", tag, c["seeds"], c["trajectories"], name,
+                   f"{np.nanmean(m):.3f}", c.get("run", "?")])
+  lines += outputs.md_table(["figure", "panel", "seeds", "K", "curve",
+                             f"mean over x (return; {seeds})", "run"], rows)
+  corr = [(tag, r, w) for tag, p in panels_.items()
+          for r, w in zip(p["x"], p.get("correspondence_weight_for_rho", [])) if np.isfinite(w)]
+  if corr:
+    lines += ["", "`r2pvi`, fig1c: the exact regularization weight at which the TV-regularized "
+              "value of the exact rho-robust-optimal policy equals its TV-constrained value at "
+              "rho (`planning.weight_for_radius`).", ""]
+    lines += outputs.md_table(["figure", "panel", "rho", "exact weight"],
+                              [["r2pvi", t, f"{r:.3f}", f"{w:.4f}"] for t, r, w in corr])
+  return lines
 
 
 def plot(panels_: dict, path_base: str) -> None:
-  """Four panels: (a), (b), (c) with their own legends, and the exact rho -> weight map."""
+  """Writes ``figure(panels_)`` to ``path_base.png`` and ``.pdf``."""
   from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
-  fig = outputs.new_figure((21.0, 4.2))
+  outputs.save_figure(figure(panels_), path_base)
+
+
+def figure(panels_: dict):
+  """Five panels: (a), (b), (c) with their own legends, the exact rho -> weight map, and (d).
+
+  Learned curves in their algorithm's colour (variants of one algorithm in shades of it),
+  exact references thin and above them, each y axis scaled to the learned curves (``drjax.style``,
+  ``outputs.draw_curves``). A ``matplotlib.figure.Figure`` on an Agg canvas (no pyplot).
+  """
+  from drjax import style  # pylint: disable=g-import-not-at-top
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  fig = outputs.new_figure((21.0, 4.8))
   axes = fig.subplots(1, 5)
-  styles = {"TV-regularized optimum, weight 0.1 (exact)": ("tab:olive", "--"),
-            "non-robust optimum (exact)": ("tab:blue", "--")}
   for ax, tag in zip(list(axes[:3]) + [axes[4]], ("fig1a", "fig1b", "fig1c", "fig1d")):
     p = panels_[tag]
-    x = np.asarray(p["x"], float)
-    for k, (name, cur) in enumerate(p["curves"].items()):
-      m, se = np.asarray(cur["mean"], float), np.asarray(cur["stderr"], float)
-      color, ls = styles.get(name, (outputs.COLORS.get(name, f"C{k}"), "-"))
-      if tag in ("fig1b", "fig1d") and ("weight" in name or "rho" in name):
-        ls = (k * 1.5, (6, 4))  # curves that coincide: offset dashes to see them all
-      ax.plot(x, m, color=color, ls=ls, lw=1.2 if ls == "--" else 1.8, label=name)
-      if ls != "--":
-        ax.fill_between(x, m - 1.96 * se, m + 1.96 * se, color=color, alpha=0.15)
-    ax.set_title(p["title"], fontsize=9)
-    ax.set_xlabel(p["x_label"], fontsize=8)
-    ax.set_ylabel(p["y_label"], fontsize=8)
+    info = outputs.draw_curves(ax, p, False, outputs.x_symbol(p))
+    ax.set_title(style.math(p["title"]), fontsize=9)
+    ax.set_xlabel(style.math(p["x_label"]), fontsize=8)
+    ax.set_ylabel(style.y_label(p["y_label"]), fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=6.5, loc="best")
+    ax.legend(list(info["handles"].values()), list(info["handles"]), fontsize=6.5, loc="best")
   p = panels_["fig1c"]
   w = np.asarray(p["correspondence_weight_for_rho"], float)
-  axes[3].plot(np.asarray(p["x"], float), w, "o-", color="k", ms=3)
+  axes[3].plot(np.asarray(p["x"], float), w, "o-", color="k", ms=3, gid="reference")
   axes[3].set_title("exact weight at which the TV-regularized value equals\nthe constrained "
-                    "value at rho (rho-robust-optimal policy)", fontsize=8)
-  axes[3].set_xlabel("rho", fontsize=8)
+                    r"value at $\rho$ ($\rho$-robust-optimal policy)", fontsize=8)
+  axes[3].set_xlabel(r"$\rho$", fontsize=8)
   axes[3].set_ylabel("regularization weight", fontsize=8)
   axes[3].tick_params(labelsize=7)
-  c = p["config"]
-  fig.suptitle(f"R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(d), exact evaluation — "
-               f"{c['seeds']} seeds, K = {c['trajectories']} uniform trajectories; mean and 95% "
-               "band across seeds", fontsize=9)
-  fig.tight_layout()
-  outputs.save_figure(fig, path_base)
+  c, cd = p["config"], panels_["fig1d"]["config"]
+  seeds = f"{c['seeds']} seeds" + (f" ((d): {cd['seeds']})" if cd["seeds"] != c["seeds"] else "")
+  title = (f"R2PVI paper (Tang, Liu & Xu 2025), Figure 1(a)-(d), exact evaluation — {seeds}, "
+           f"$K$ = {c['trajectories']} trajectories; mean and 95% band across seeds")
+  if any("off scale" in t.get_text() for ax in axes for t in ax.texts):
+    title += ("\nThe y axis shows the learned curves; exact references beyond it are cut at the "
+              "edge (thick mark) with the value they reach written beside it.")
+  outputs.fit_layout(fig, fig.suptitle(title, fontsize=9))
+  return fig

@@ -151,6 +151,7 @@ def summary_rows(panels_: dict) -> list[str]:
 def plot(panels_: dict, path_base: str) -> None:
   """Seconds (log scale) against N and against d: drjax solid, NumPy dashed, published dotted;
   one colour per agent."""
+  from drjax import style  # pylint: disable=g-import-not-at-top
   from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
   from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
   fig = outputs.new_figure((11.0, 4.4))
@@ -162,7 +163,7 @@ def plot(panels_: dict, path_base: str) -> None:
     p = panels_[tag]
     x = np.asarray(p["x"], float)
     for a, s in p["series"].items():
-      color = registry.get(a).color
+      color = style.color(a)
       for key, ls, mk, _ in styles:
         y = np.asarray([np.nan if v is None else v for v in s[key]], float)
         if np.all(np.isnan(y)):
@@ -171,13 +172,13 @@ def plot(panels_: dict, path_base: str) -> None:
     ax.set_yscale("log")
     ax.set_xticks(x)
     ax.set_xticklabels([f"{int(v):,}" for v in x])
-    ax.set_title(p["title"], fontsize=9)
-    ax.set_xlabel(p["x_label"], fontsize=8)
+    ax.set_title(style.math(p["title"]), fontsize=9)
+    ax.set_xlabel(style.math(p["x_label"]), fontsize=8)
     ax.set_ylabel(p["y_label"], fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(True, which="major", alpha=0.3)
   p = panels_["fig2a"]
-  handles = [Line2D([], [], color=registry.get(a).color, lw=2, label=s["display"])
+  handles = [Line2D([], [], color=style.color(a), lw=2, label=style.display(a))
              for a, s in p["series"].items()]
   handles += [Line2D([], [], color="0.3", ls=ls, marker=mk, ms=3.5, label=lab)
               for _, ls, mk, lab in styles]
@@ -185,7 +186,7 @@ def plot(panels_: dict, path_base: str) -> None:
   m = p["config"]["machine"]
   where = (f"{m['cpu_model']}, {m['cores']} cores" if m["backend"] == "cpu"
            else f"{m.get('device_kind', m['backend'])} ({m['backend']})")
-  fig.suptitle(f"R2PVI paper, Figure 2: one offline fit on the put option (H = 20) -- drjax "
+  fig.suptitle(f"R2PVI paper, Figure 2: one offline fit on the put option ($H$ = 20) -- drjax "
                f"(JAX {m['jax']}) on {where}; NumPy {m['numpy']} in the same process",
                fontsize=9)
   fig.tight_layout(rect=(0, 0.06, 1, 1))

@@ -177,9 +177,16 @@ def plot(panels: dict, path_base: str) -> None:
   """Writes the figure of ``figure(panels)`` to ``path_base.png`` and ``.pdf`` (Agg, no pyplot)."""
   from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
 
+  outputs.save_figure(agg_figure(panels), path_base)
+
+
+def agg_figure(panels: dict):
+  """``figure(panels)`` on its own Agg canvas (no pyplot): what ``plot`` saves."""
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+
   fig = outputs.new_figure(_figsize(panels))
   _draw(fig, panels)
-  outputs.save_figure(fig, path_base)
+  return fig
 
 
 def figure(panels: dict):
@@ -196,45 +203,126 @@ def figure(panels: dict):
 
 
 def _figsize(panels: dict):
-  return (4.2 * len(panels), 9.0)
+  return (4.3 * len(panels), 10.0)
+
+
+def _luminance(rgb) -> float:
+  """WCAG relative luminance of an sRGB colour."""
+  c = np.asarray(rgb[:3], float)
+  c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+  return float(0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2])
+
+
+def contrast(a, b) -> float:
+  """WCAG contrast ratio of two colours (1 to 21)."""
+  from matplotlib.colors import to_rgba  # pylint: disable=g-import-not-at-top
+
+  la, lb = sorted((_luminance(to_rgba(a)), _luminance(to_rgba(b))), reverse=True)
+  return (la + 0.05) / (lb + 0.05)
+
+
+def text_color(background) -> str:
+  """Black or white, whichever contrasts more with ``background``."""
+  return "black" if contrast("black", background) >= contrast("white", background) else "white"
+
+
+def _map_colors(g):
+  """``(cmap, vmin, vmax)``: a sequential map over the data's range when it has one sign (0 at
+  the light end), a diverging one centred on 0 otherwise."""
+  lo, hi = float(np.min(g)), float(np.max(g))
+  if hi <= 0:
+    return "Reds_r", min(lo, -1e-12), 0.0
+  if lo >= 0:
+    return "Reds", 0.0, max(hi, 1e-12)
+  lim = max(-lo, hi)
+  return "RdBu", -lim, lim
+
+
+RHO_ONE_NOTE = (
+    r"At $\rho_{1,4}$ = 1 the TV ball around $\mu_{1,4}$ is the whole simplex (no two "
+    r"distributions are more than 1 apart), so the adversary already moves all of factor 4's mass "
+    r"to the worst state and $V^*$ stays constant beyond: $\rho_{1,4}$ = 1 is a kink, with slope "
+    r"{left} from the left and 0 from the right. jax.grad and the closed form both give 0 there "
+    r"(the TV dual's smallest maximiser $\alpha^*$ = min $V$), drawn as a separate point.")
 
 
 def _draw(fig, panels: dict) -> None:
   """Draws ``figure``'s panels into the empty figure ``fig`` and lays it out."""
+  from drjax import style  # pylint: disable=g-import-not-at-top
   from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
 
   tags = list(panels)
   axes = fig.subplots(3, len(tags), squeeze=False)
+  handles = {}
+  labels = {"value": r"$V^*_1(x_1)$ (exact robust DP)",
+            "kink": "kink: the robust first action at $x_1$ switches",
+            "grad": "jax.grad", "closed": "closed form (Danskin)",
+            "end": r"at $\rho_{1,4}$ = 1: slope from the right (note below)"}
+  rho_label = r"$\rho_{1,4}$ (all other $\rho_{h,i}$ = 0)"
+  lefts = []
   for j, tag in enumerate(tags):
     p = panels[tag]
     x = np.asarray(p["rho"])
+    xi = p["config"]["xi_norm"]
     ax = axes[0, j]
-    ax.plot(x, p["value"], color="tab:red", lw=1.8)
+    line = ax.plot(x, p["value"], color="black", lw=1.8, label=labels["value"])[0]
+    handles.setdefault(line.get_label(), line)
     for k in p["kinks"]:
-      ax.axvline(k, color="k", ls=":", lw=1)
-    ax.set_title(f"||xi||_1 = {p['config']['xi_norm']:g}: V*(x1) vs rho_1,4", fontsize=9)
-    ax.set_xlabel("rho_1,4", fontsize=8)
+      line = ax.axvline(k, color="0.3", ls=":", lw=1, label=labels["kink"])
+      handles.setdefault(line.get_label(), line)
+    ax.set_title(style.math(f"||xi||_1 = {xi:g}") + r": optimal robust value", fontsize=9)
+    ax.set_ylabel(r"$V^{*}_1(x_1)$", fontsize=8)
+    ax.set_xlabel(rho_label, fontsize=8)
     ax = axes[1, j]
-    ax.plot(x, p["grad_autodiff"], color="tab:red", lw=1.8, label="jax.grad")
-    ax.plot(x[::5], p["grad_closed_form"][::5], "o", ms=3.5, mfc="none", color="k",
-            label="closed form (Danskin)")
+    grad, cf = np.asarray(p["grad_autodiff"]), np.asarray(p["grad_closed_form"])
+    end = x >= 1.0 - 1e-12  # rho_1,4 = 1: the right derivative (note below)
+    line = ax.plot(x[~end], grad[~end], color="0.6", lw=2.6, label=labels["grad"])[0]
+    handles.setdefault(line.get_label(), line)
+    pick = np.zeros_like(end)
+    pick[::5] = True
+    line = ax.plot(x[pick & ~end], cf[pick & ~end], "o", ms=3.5, mfc="none", mec="black",
+                   mew=1, label=labels["closed"])[0]
+    handles.setdefault(line.get_label(), line)
+    if end.any():
+      line = ax.plot(x[end], grad[end], "D", ms=4.5, color="black", mfc="white", mew=1.2,
+                     label=labels["end"])[0]
+      handles.setdefault(line.get_label(), line)
+      lefts.append((xi, float(grad[~end][-1]) if (~end).any() else float("nan")))
     for k in p["kinks"]:
-      ax.axvline(k, color="k", ls=":", lw=1, label="kink (first action switches)")
-    ax.set_title("dV*/drho_1,4", fontsize=9)
-    ax.set_xlabel("rho_1,4", fontsize=8)
-    if j == 0:
-      ax.legend(fontsize=6.5, loc="best")
+      ax.axvline(k, color="0.3", ls=":", lw=1, label=labels["kink"])
+    lo, hi = float(np.min(grad)), float(np.max(grad))
+    pad = 0.08 * max(hi - lo, 0.1)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_title(r"its derivative in $\rho_{1,4}$", fontsize=9)
+    ax.set_ylabel(r"$\partial V^{*}_1(x_1) / \partial \rho_{1,4}$", fontsize=8)
+    ax.set_xlabel(rho_label, fontsize=8)
     ax = axes[2, j]
     g = np.asarray(p["sensitivity_map"]["autodiff"])
-    lim = max(np.abs(g).max(), 1e-12)
-    im = ax.imshow(g, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+    cmap, vmin, vmax = _map_colors(g)
+    im = ax.imshow(g, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     for (h, i), val in np.ndenumerate(g):
-      ax.text(i, h, f"{val:.3f}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(g.shape[1]), [f"i={i + 1}" for i in range(g.shape[1])], fontsize=7)
-    ax.set_yticks(range(g.shape[0]), [f"h={h + 1}" for h in range(g.shape[0])], fontsize=7)
-    ax.set_title(f"dV*/drho_h,i at rho_1,4 = {p['sensitivity_map']['rho_14']:g}", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.046)
+      ax.text(i, h, f"{val:.3f}".replace("-", "\N{MINUS SIGN}"), ha="center", va="center",
+              fontsize=7, color=text_color(im.cmap(im.norm(val))))
+    ax.set_xticks(range(g.shape[1]), [f"$i$ = {i + 1}" for i in range(g.shape[1])], fontsize=7)
+    ax.set_yticks(range(g.shape[0]), [f"$h$ = {h + 1}" for h in range(g.shape[0])], fontsize=7)
+    ax.set_xlabel(r"factor $i$", fontsize=8)
+    ax.set_ylabel(r"step $h$", fontsize=8)
+    ax.set_title(r"$\partial V^{*}_1(x_1) / \partial \rho_{h,i}$ at $\rho_{1,4}$ = "
+                 f"{p['sensitivity_map']['rho_14']:g}", fontsize=9)
+    cb = fig.colorbar(im, ax=ax, fraction=0.046)
+    cb.ax.tick_params(labelsize=7)
     for a in axes[:2, j]:
       a.tick_params(labelsize=7)
+  legend = outputs.figure_legend(fig, handles)
+  footer = None
+  if lefts:
+    left = ", ".join(f"{v:.2g}".replace("-", "\N{MINUS SIGN}") for _, v in lefts)
+    if len(lefts) > 1:
+      xis = ", ".join(f"{xi:g}" for xi, _ in lefts)
+      left += r" (for $\|\xi\|_1$ = " + xis + ")"
+    note = RHO_ONE_NOTE.replace("{left}", left)
+    footer = fig.text(0.5, 0, outputs.wrap_text(note, int(fig.get_figwidth() * 14)),
+                      ha="center", va="bottom", fontsize=7.5)
   outputs.fit_layout(fig, fig.suptitle(
-      "Sensitivity of the optimal robust value to rho (linear MDP, exact)", fontsize=10))
+      "Sensitivity of the optimal robust value to $\\rho$ (linear MDP, source domain, exact)",
+      fontsize=10), legend=legend, footer=footer)
