@@ -13,7 +13,10 @@ added next to them):
 * ``sweep`` -- agents x a grid of settings x seeds (``drjax.sweeps``): chunked, sharded over
   devices, resumable, tidy tables (Parquet/CSV), summary and figure.
 
-Bad flags print one line ``drjax <command>: error: <message>`` on stderr and exit with code 2.
+``drjax`` alone prints the help (the commands above) and exits with code 0; ``drjax --version``
+prints the distribution name (``drjax-rl``; the import name is ``drjax``), its version and the JAX
+and Python versions. Bad flags print one line ``drjax <command>: error: <message>`` on stderr and
+exit with code 2.
 """
 
 # Must run before JAX initializes its CPU backend (see drjax/_xla.py, README "CPU hang").
@@ -381,9 +384,12 @@ def _add_sweep_parser(sub) -> None:
           "Trains every agent on every setting of the grid (rho x beta x lambda x source "
           "parameters) for every seed, evaluates each final policy on the target family (exact "
           "for finite environments, Monte Carlo with common random numbers otherwise) and "
-          "writes DIR/results.parquet, results.csv (one row per agent x setting x seed x "
-          "target), summary.csv (mean, stderr, count), sweep.json and sweep.png. Chunks are "
-          "written atomically as they finish; rerunning the same command resumes."))
+          "writes DIR/results.parquet (one row per agent x setting x seed x target; "
+          "results.csv too with --csv), summary.csv (mean, stderr, count), sweep.json and "
+          "sweep.png, streamed while the chunks compute. Chunks are "
+          "written atomically as they finish; rerunning the same command resumes (without "
+          "--chunk: with the stored chunk layout). Ctrl-C stops with exit code 130 and prints "
+          "the command that resumes."))
   g = p.add_argument_group("the sweep (stored in DIR/sweep.json)")
   g.add_argument("--env", default=None, help="linear-mdp, put-option or random "
                                              "(default: linear-mdp)")
@@ -430,6 +436,9 @@ def _add_sweep_parser(sub) -> None:
                  help="also write every run's training returns (DIR/returns.npy, [runs, K])")
   e = p.add_argument_group("execution")
   e.add_argument("--out", default=None, metavar="DIR", help="output directory (required)")
+  e.add_argument("--csv", action="store_true",
+                 help="also write DIR/results.csv (the rows of results.parquet, the primary "
+                      "output); with parts, give it to --merge")
   e.add_argument("--chunk", type=int, default=None, metavar="C",
                  help="runs per chunk (default: from --memory-mb)")
   e.add_argument("--memory-mb", type=float, default=None, metavar="MB",
@@ -447,7 +456,8 @@ def _add_sweep_parser(sub) -> None:
   e.add_argument("--resume", action="store_true",
                  help="continue the sweep stored in DIR/sweep.json (no other sweep flags needed)")
   e.add_argument("--overwrite", action="store_true",
-                 help="replace a different sweep held by DIR")
+                 help="start over: delete the sweep DIR holds (its chunks and results) first; "
+                      "not with --part, --resume or --merge")
   e.add_argument("--quiet", action="store_true", help="no progress bar")
   e.add_argument("--distributed", action="store_true",
                  help="call jax.distributed.initialize() (auto-detected cluster, or the three "
@@ -595,7 +605,17 @@ def _cmd_sweep(parser, args) -> int:
     parser.error(f"{modes[0]}: the sweep comes from a sweep.json; do not combine it with "
                  f"{', '.join(flag(f) for f in given)}")
   if args.merge and (args.part or _sweep_exec_kwargs(parser, args)):
-    parser.error("--merge takes only --out (and --quiet)")
+    parser.error("--merge takes only --out (and --csv, --quiet)")
+  if args.csv and args.part is not None:
+    parser.error("--csv: the final files of a sweep run in parts are written by --merge; give "
+                 "--csv to --merge, not to --part")
+  if args.overwrite:
+    for other, on in (("--merge", args.merge), ("--resume", args.resume),
+                      ("--part", args.part is not None)):
+      if on:
+        parser.error(f"--overwrite starts the sweep over; it cannot be combined with {other}" + (
+            " (each part would delete the others' chunks: clear DIR once before the parts)"
+            if other == "--part" else ""))
   part = None
   if args.part is not None:
     try:
@@ -640,11 +660,46 @@ def _cmd_sweep(parser, args) -> int:
                    "available")
   command = ["drjax"] + list(args.argv)
   try:
+    return _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, command, fail)
+  except KeyboardInterrupt as e:
+    # Ctrl-C: one line (what is saved, the command that resumes), exit code 130; every file is
+    # written atomically, so nothing is half-written.
+    print(_interrupted_message(args, part, e), file=sys.stderr, flush=True)
+    return 130
+
+
+def _interrupted_message(args, part, e) -> str:
+  import shlex  # pylint: disable=g-import-not-at-top
+
+  saved = getattr(e, "saved", None)
+  if saved is None:
+    return "drjax sweep: interrupted before the sweep started; nothing was written"
+  if args.merge:
+    return (f"drjax sweep: interrupted while merging {args.out} (its chunks are intact); resume "
+            f"with: {shlex.join(['drjax', 'sweep', '--merge', '--out', args.out] + (['--csv'] if args.csv else []))}")
+  resume = ["drjax", "sweep", "--resume", "--out", args.out]
+  if part is not None:
+    resume += ["--part", f"{part[0]}/{part[1]}"]
+  if args.devices is not None:
+    resume += ["--devices", str(args.devices)]
+  if args.csv:
+    resume += ["--csv"]
+  if args.distributed:
+    return (f"drjax sweep: interrupted; {saved} of {e.total} chunks saved in {args.out}; rerun "
+            "the same command on every process to resume")
+  return (f"drjax sweep: interrupted; {saved} of {e.total} chunks saved in {args.out}; resume "
+          f"with: {shlex.join(resume)}")
+
+
+def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, command, fail) -> int:
+  import os  # pylint: disable=g-import-not-at-top
+
+  try:
     if args.merge:
       if os.path.isfile(os.path.join(args.out, "sweep.json")):
         stored = sweeps.load_config(args.out)
         jax.config.update("jax_enable_x64", stored.dtype == "float64")
-      sweeps.merge(args.out, quiet=args.quiet, command=command)
+      sweeps.merge(args.out, quiet=args.quiet, command=command, csv=args.csv)
       return 0
     if args.from_ is not None:
       base = sweeps.load_config(args.from_).to_dict()
@@ -659,7 +714,7 @@ def _cmd_sweep(parser, args) -> int:
     jax.config.update("jax_enable_x64", cfg["dtype"] == "float64")
     config = sweeps.SweepConfig.from_dict(cfg)
     sweeps.run(config, out=args.out, devices=args.devices, part=part, overwrite=args.overwrite,
-               quiet=args.quiet, command=command)
+               quiet=args.quiet, command=command, csv=args.csv)
   except ValueError as e:
     if not hasattr(e, "field"):
       raise
@@ -671,10 +726,42 @@ def _cmd_sweep(parser, args) -> int:
 # entry point
 
 
+DISTRIBUTION = "drjax-rl"  # the pip name (pyproject.toml); PyPI's `drjax` is Google's DrJAX
+
+
+def version_string() -> str:
+  """What ``drjax --version`` prints: the pip name and version, the import name, JAX and Python."""
+  import platform  # pylint: disable=g-import-not-at-top
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+
+  import drjax  # pylint: disable=g-import-not-at-top
+
+  def installed(name):
+    try:
+      return metadata.version(name)
+    except metadata.PackageNotFoundError:
+      return "not installed"
+
+  return (f"{DISTRIBUTION} {drjax.__version__} (import name drjax; jax {installed('jax')}, "
+          f"jaxlib {installed('jaxlib')}, Python {platform.python_version()})")
+
+
+class _VersionAction(argparse.Action):
+  """``--version``: prints ``version_string()`` unwrapped (argparse's own action wraps it)."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    print(version_string())
+    parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
   """The top-level parser with one subparser per command."""
   parser = _Parser(prog="drjax", description="Distributionally robust off-dynamics RL in JAX "
-                   "(DR-LSVI-UCB, Liu & Xu, AISTATS 2024).")
+                   "(DR-LSVI-UCB, Liu & Xu, AISTATS 2024).",
+                   epilog="Run 'drjax <command> --help' for a command's options.")
+  parser.add_argument("--version", action=_VersionAction, nargs=0,
+                      help="print the distribution name (drjax-rl), its version, and the JAX "
+                           "and Python versions, and exit")
   sub = parser.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
   sub.required = True
   _add_reproduce_parser(sub)
@@ -709,9 +796,16 @@ def enable_compilation_cache() -> str | None:
 
 
 def main(argv=None) -> int:
-  """Entry point of the ``drjax`` console script; returns the exit code (errors: SystemExit 2)."""
+  """Entry point of the ``drjax`` console script; returns the exit code (errors: SystemExit 2).
+
+  ``drjax`` with no arguments prints the help (the list of commands) on stdout and returns 0;
+  ``drjax --version`` prints the distribution name and version and exits with 0.
+  """
   parser = build_parser()
   argv = sys.argv[1:] if argv is None else list(argv)
+  if not argv:
+    parser.print_help()
+    return 0
   args = parser.parse_args(argv)
   args.argv = argv
   if args.command in ("reproduce", "train"):

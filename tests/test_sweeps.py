@@ -32,7 +32,7 @@ SMALL = dict(env="linear-mdp", agents=("dr-lsvi-ucb",), seeds=5, episodes=K, rho
 SMALL_FLAGS = ["--env", "linear-mdp", "--agents", "dr-lsvi-ucb", "--seeds", "5", "--episodes",
                str(K), "--rho", "0", "0.5", "--rho-at", "1,4", "--targets", "q=0:1:3", "--x64",
                "--quiet"]
-FILES = ("results.parquet", "results.csv", "summary.csv")
+FILES = ("results.parquet", "results.csv", "summary.csv")  # results.csv: with --csv
 DR = drjax.dr_lsvi_ucb(3, 4, 16, K)
 
 
@@ -209,14 +209,14 @@ def test_one_seed_alone_reproduces_its_rows(full):
 
 def test_parts_merge_and_from_equal_one_run(tmp_path):
   one, parts, again = tmp_path / "one", tmp_path / "parts", tmp_path / "again"
-  assert _cli(SMALL_FLAGS + ["--chunk", "3", "--out", str(one)])[0] == 0
+  assert _cli(SMALL_FLAGS + ["--chunk", "3", "--csv", "--out", str(one)])[0] == 0
   r1 = sweeps.run(_cfg(chunk=3), out=str(parts), part=(1, 2))
-  assert r1.df is None and not (parts / "results.csv").exists()
+  assert r1.df is None and not (parts / "results.parquet").exists()
   assert _cli(SMALL_FLAGS + ["--chunk", "3", "--part", "2/2", "--out", str(parts)])[0] == 0
-  code, err = _cli(["--merge", "--out", str(parts), "--quiet"])
+  code, err = _cli(["--merge", "--csv", "--out", str(parts), "--quiet"])
   assert code == 0, err
   assert _bytes(parts) == _bytes(one)
-  code, err = _cli(["--from", str(one / "sweep.json"), "--out", str(again), "--quiet"])
+  code, err = _cli(["--from", str(one / "sweep.json"), "--csv", "--out", str(again), "--quiet"])
   assert code == 0, err
   assert _bytes(again) == _bytes(one)
   meta = json.loads((one / "sweep.json").read_text())
@@ -237,13 +237,20 @@ def test_killed_sweep_resumes_to_identical_files(tmp_path, cache_dir):
   assert chunks == ["chunk-000000.npz", "chunk-000001.npz"], chunks
   assert not (killed / "results.csv").exists()
   assert json.loads((killed / "sweep.json").read_text())["status"] == "running"
-  # A torn write: a leftover temporary file and a truncated chunk are ignored / recomputed.
+  # A leftover temporary file is ignored. A damaged chunk file (writes are atomic, so damaged from
+  # outside) is an error naming it, with nothing written; deleting it recomputes that chunk.
   (killed / "chunks" / ".tmp-leftover").write_bytes(b"partial")
   data = (killed / "chunks" / "chunk-000001.npz").read_bytes()
   (killed / "chunks" / "chunk-000001.npz").write_bytes(data[: len(data) // 2])
-  res = _cli_subprocess(args + ["--out", str(killed)], cache_dir)
+  before = {p: p.read_bytes() for p in killed.rglob("*") if p.is_file()}
+  code, err = _cli(args + ["--out", str(killed)])
+  assert code == 2 and len(err.strip().splitlines()) == 1, err
+  assert "--out" in err and "chunk-000001.npz" in err and "--overwrite" in err, err
+  assert {p: p.read_bytes() for p in killed.rglob("*") if p.is_file()} == before
+  (killed / "chunks" / "chunk-000001.npz").unlink()
+  res = _cli_subprocess(args + ["--csv", "--out", str(killed)], cache_dir)
   assert res.returncode == 0, res.stderr
-  assert _cli(args + ["--out", str(clean)])[0] == 0
+  assert _cli(args + ["--csv", "--out", str(clean)])[0] == 0
   assert _bytes(killed) == _bytes(clean)
   assert (killed / "sweep.png").read_bytes() == (clean / "sweep.png").read_bytes()
 
