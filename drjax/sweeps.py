@@ -81,6 +81,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax._precision import exact_matmuls
 from drjax import evaluate
 from drjax import data as data_lib
 from drjax.agents import registry
@@ -830,12 +831,13 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   P = jax.sharding.PartitionSpec
   runs = jax.sharding.NamedSharding(mesh, P("runs"))
   rep = jax.sharding.NamedSharding(mesh, P())
-  return jax.jit(batched, in_shardings=(runs, runs, rep, rep), out_shardings=runs), runs, rep
+  return (jax.jit(exact_matmuls(batched), in_shardings=(runs, runs, rep, rep), out_shardings=runs),
+          runs, rep)
 
 
 @functools.lru_cache(maxsize=None)
 def _model_features(env):
-  return jax.jit(lambda params: env.model(params).phi)
+  return jax.jit(exact_matmuls(lambda params: env.model(params).phi))
 
 
 def _check_features(env, params) -> None:
@@ -1389,6 +1391,8 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
   from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
 
+  from drjax import style  # pylint: disable=g-import-not-at-top
+
   fig = Figure(figsize=(7, 4.5))
   FigureCanvasAgg(fig)
   ax = fig.subplots()
@@ -1402,31 +1406,44 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
     x = varying[0] if varying else "setting"
     label = x
     groups = ["agent"] + [c for c in varying[1:]]
-  shown = 0
-  for key, g in summary.groupby(groups, dropna=False, observed=True, sort=False):
+  grouped = list(summary.groupby(groups, dropna=False, observed=True, sort=False))
+  # One colour per algorithm (drjax.style, from the registry); its settings in shades of it.
+  per_agent = {}
+  for key, _ in grouped:
     key = key if isinstance(key, tuple) else (key,)
+    per_agent.setdefault(key[0], []).append(key)
+  colors = {}
+  for agent, keys in per_agent.items():
+    base = style.color(str(agent)) or "0.3"
+    colors.update(zip(keys, style.shades(base, len(keys)) if len(keys) > 1 else [base]))
+  sym = lambda c, v: style.math(f"{ {'lam': 'lambda'}.get(c, c)} = {v:g}")  # noqa: E731
+  shown = 0
+  for key, g in grouped:
+    key = key if isinstance(key, tuple) else (key,)
+    color, name = colors[key], style.display(str(key[0]))
     if g[x].isna().all():  # e.g. LSVI-UCB against rho: a horizontal band
       m, s = g["value_mean"].mean(), g["value_stderr"].fillna(0).mean()
-      ax.axhline(m, ls="--", lw=1, label=f"{key[0]}")
-      ax.axhspan(m - 1.96 * s, m + 1.96 * s, alpha=0.1)
+      ax.axhline(m, ls="--", lw=1, color=color, label=name)
+      ax.axhspan(m - 1.96 * s, m + 1.96 * s, color=color, alpha=0.1)
       continue
     g = g.sort_values(x)
-    desc = [str(key[0])]
+    desc = [name]
     if tcols:
       row = g.iloc[0]
-      desc += [f"{c}={row[c]:g}" for c in varying if not np.isnan(row[c])]
+      desc += [sym(c, row[c]) for c in varying if not np.isnan(row[c])]
     else:
-      desc += [f"{c}={v:g}" for c, v in zip(groups[1:], key[1:]) if not np.isnan(v)]
+      desc += [sym(c, v) for c, v in zip(groups[1:], key[1:]) if not np.isnan(v)]
     m = g["value_mean"].to_numpy()
     s = g["value_stderr"].fillna(0).to_numpy()
     xs = g[x].to_numpy()
-    ax.plot(xs, m, marker="o" if len(xs) < 30 else None, ms=3, label=", ".join(desc))
-    ax.fill_between(xs, m - 1.96 * s, m + 1.96 * s, alpha=0.2)
+    ax.plot(xs, m, marker="o" if len(xs) < 30 else None, ms=3, color=color,
+            label=", ".join(desc))
+    ax.fill_between(xs, m - 1.96 * s, m + 1.96 * s, color=color, alpha=0.2, lw=0)
     shown += 1
-  ax.set_xlabel(label)
-  ax.set_ylabel("return of the final policy" + (" in the target" if tcols else " (source)"))
-  ax.set_title(f"drjax sweep: {config.env}, {len(config.seed_ids or range(config.seeds))} seeds,"
-               f" K = {config.episodes} (mean, 95% band)", fontsize=10)
+  ax.set_xlabel(style.math({"lam": "lambda"}.get(label, label)))
+  ax.set_ylabel(style.Y_LABEL if tcols else style.Y_LABEL_SOURCE)
+  ax.set_title(f"drjax sweep: {config.env}, {len(config.seed_ids or range(config.seeds))} seeds, "
+               f"$K$ = {config.episodes} (mean, 95% band)", fontsize=10)
   if shown <= 12:
     ax.legend(fontsize=7)
   fig.tight_layout()

@@ -71,3 +71,12 @@ def test_online_engine_and_make_fit_use_highest_precision():
   text = jax.jit(fit_run).lower(jax.random.key(0), registry.make_hparams("drpvi", ENV),
                                 PARAMS).as_text()
   assert set(_dot_precisions(text)) == {"HIGHEST, HIGHEST"}
+
+
+def test_sweep_chunk_program_wraps_its_jits():
+  # drjax.sweeps builds its chunk program with in/out shardings; every jax.jit in the module must
+  # trace an exact_matmuls-wrapped function (a jit added without it fails here).
+  import inspect
+  from drjax import sweeps
+  jits = re.findall(r"jax\.jit\(([^,\n)]+)", inspect.getsource(sweeps))
+  assert jits and all(j.startswith("exact_matmuls(") for j in jits), jits
