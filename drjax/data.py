@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax import _checks
 from drjax._precision import exact_matmuls
 from drjax.agents.base import check_int
 
@@ -89,8 +90,9 @@ def uniform(num_actions: int) -> Callable:
 
 
 def fixed(action: int) -> Callable:
-  """Always ``action`` (the R2PVI put-option code always holds)."""
-  action = _nonneg_int("action", action)
+  """Always ``action``, a 0-based action index ``>= 0`` (the R2PVI put-option code always holds;
+  ``collect`` checks it against the environment's ``[0, A - 1]``)."""
+  action = _checks.integer("action", action, 0)
 
   def behavior(key, phi_all, h):
     del key, phi_all, h
@@ -106,10 +108,10 @@ def epsilon_greedy(agent, qf, epsilon) -> Callable:
   ``epsilon`` may be traced (a sweepable behavior parameter); the fail flag given to
   ``agent.act`` is False (behavior policies see features only).
   """
-  if not isinstance(epsilon, jax.core.Tracer):
-    e = float(np.asarray(epsilon))
-    if not 0.0 <= e <= 1.0:
-      raise ValueError(f"epsilon must lie in [0, 1], got {e}")
+  _checks.agent("agent", agent)
+  _checks.qfunction("qf", qf, agent.config.horizon, agent.config.feature_dim)
+  _checks.array("epsilon", epsilon, ())
+  _checks.in_range("epsilon", epsilon, 0, 1)
   A = agent.config.num_actions
 
   def behavior(key, phi_all, h):
@@ -164,7 +166,8 @@ def collect(env, params, behavior: Callable, key, num_trajectories: int, *,
   Jit/vmap-able (``env``, ``behavior`` and ``num_trajectories`` static): ``jax.vmap(lambda k:
   collect(env, params, behavior, k, N))(keys)`` gives one dataset per seed. Called with concrete
   arguments it validates first (``ValueError``/``TypeError`` naming the argument) and, with
-  ``check``, verifies afterwards that every action the behavior returned lies in ``[0, A)``.
+  ``check``, verifies afterwards that every action the behavior returned lies in ``[0, A - 1]``
+  (0-based).
   Under an outer ``jit``/``vmap`` that check cannot run: an out-of-range action is then recorded
   as returned and its features are those of the nearest valid index (documented, not checked).
 
@@ -180,19 +183,16 @@ def collect(env, params, behavior: Callable, key, num_trajectories: int, *,
   Returns:
     a ``Dataset`` with N trajectories.
   """
-  from drjax.train import check_key  # pylint: disable=g-import-not-at-top
+  _checks.environment("env", env)
   n = check_int("num_trajectories", num_trajectories)
-  if not callable(behavior):
-    raise TypeError(f"behavior must be a function (key, phi_all, h) -> action, got "
-                    f"{type(behavior).__name__}")
-  concrete = not any(isinstance(x, jax.core.Tracer)
-                     for x in jax.tree_util.tree_leaves((params, key)))
-  if concrete:
-    check_key(key)
+  _checks.function("behavior", behavior, "(key, phi_all, h) -> action")
+  check = _checks.boolean("check", check)
+  _checks.key("key", key)
+  if _checks.is_concrete(params, key):
     env.validate(params)
     _check_behavior(env, params, behavior, key)
     ds = _collect_jit(env, params, behavior, key, n)
-    if check and not isinstance(ds.action, jax.core.Tracer):  # traced behavior parameters
+    if check and _checks.is_concrete(ds.action):  # traced behavior parameters
       a = np.asarray(ds.action)
       bad = (a < 0) | (a >= env.num_actions)
       if bad.any():
@@ -224,19 +224,24 @@ def _check_behavior(env, params, behavior, key) -> None:
 
 def num_trajectories(ds: Dataset) -> int:
   """N (the trajectory axis, including trajectories marked invalid)."""
+  _check_ds(ds)
   return int(np.shape(ds.valid)[-1])
 
 
 def with_size(ds: Dataset, n) -> Dataset:
   """The dataset restricted to its first ``n`` trajectories by the ``valid`` mask (``n`` may be
-  traced: one compiled fit serves every size up to N)."""
+  traced: one compiled fit serves every size up to N; concrete: an integer in ``[0, N]``)."""
+  _check_ds(ds)
   N = ds.valid.shape[-1]
+  _checks.array("n", n, ())
+  _checks.indices("n", n, N + 1, "sizes")
   return ds._replace(valid=jnp.logical_and(ds.valid, jnp.arange(N) < n))
 
 
 def split(ds: Dataset, n: int) -> tuple[Dataset, Dataset]:
   """``(first n trajectories, the other N - n)``: independent halves of an i.i.d. collection
   (e.g. VA-DRPVI's pilot dataset D' and its main dataset D)."""
+  _check_ds(ds)
   N = num_trajectories(ds)
   n = check_int("n", n)
   if n >= N:
@@ -253,10 +258,15 @@ def check_dataset(ds, horizon: int, feature_dim: int, num_actions: int,
                   name: str = "dataset") -> None:
   """Raises ``TypeError``/``ValueError`` naming ``name`` and the field when ``ds`` does not fit an
   environment or agent with (H, d, A); an empty dataset (no valid trajectory) is an error."""
+  if not isinstance(name, str):
+    raise TypeError(f"name must be a string, got {type(name).__name__}")
+  horizon = check_int("horizon", horizon)
+  feature_dim = check_int("feature_dim", feature_dim)
+  num_actions = check_int("num_actions", num_actions)
   if not isinstance(ds, Dataset):
     raise TypeError(f"{name} must be a drjax.data.Dataset (collect / load), got "
                     f"{type(ds).__name__}")
-  if any(isinstance(x, jax.core.Tracer) for x in ds):
+  if not _checks.is_concrete(ds):
     return  # shapes are checked by the caller's tracing; values cannot be
   H, d, A = horizon, feature_dim, num_actions
   v = np.shape(ds.valid)
@@ -309,6 +319,15 @@ def save(path: str | os.PathLike, ds: Dataset, *, metadata: dict | None = None) 
   ``metadata``: JSON-serializable provenance stored with the arrays (environment, params,
   behavior, key...). A leading batch axis (a vmapped collection) is saved as is.
   """
+  _check_path(path)
+  _check_ds(ds)
+  if metadata is not None and not isinstance(metadata, dict):
+    raise TypeError(f"metadata must be a dict (JSON-serializable) or None, got "
+                    f"{type(metadata).__name__}")
+  try:
+    json.dumps(metadata or {})
+  except (TypeError, ValueError) as e:
+    raise TypeError(f"metadata must be JSON-serializable: {e}") from None
   path = os.fspath(path)
   arrays = {f: np.asarray(x) for f, x in zip(FIELDS, ds)}
   meta = {"format": FORMAT, "fields": list(FIELDS), "metadata": metadata or {}}
@@ -331,6 +350,11 @@ def load(path: str | os.PathLike, *, env=None, agent=None) -> tuple[Dataset, dic
   Shapes are checked against ``env`` (``horizon``, ``feature_dim``, ``num_actions``) and/or
   ``agent`` (its ``config``) when given. Returns ``(dataset, metadata)``.
   """
+  _check_path(path)
+  if env is not None:
+    _checks.environment("env", env)
+  if agent is not None:
+    _checks.agent("agent", agent)
   with np.load(os.fspath(path), allow_pickle=False) as z:
     missing = [f for f in FIELDS if f not in z.files]
     if missing:
@@ -350,9 +374,11 @@ def load(path: str | os.PathLike, *, env=None, agent=None) -> tuple[Dataset, dic
   return ds, meta.get("metadata", {})
 
 
-def _nonneg_int(name: str, value) -> int:
-  if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-      or value < 0:
-    raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-  return int(value)
+def _check_ds(ds, name: str = "ds") -> None:
+  _checks.instance(name, ds, Dataset, "a drjax.data.Dataset (collect / load)")
+
+
+def _check_path(path) -> None:
+  if not isinstance(path, (str, os.PathLike)):
+    raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
 

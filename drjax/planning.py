@@ -13,8 +13,11 @@ the min over *all* states included), so no fail-state assumption (Assumption 2 /
 needed. ``rho = 0`` is ordinary value iteration on ``P_h = phi_h mu_h``.
 
 Every function here handles one model; batch over models / rho / policies with ``jax.vmap``.
-They are jit-able (``LinearModel`` and ``rho`` may be traced). Host-side validation (``ValueError``
-naming ``rho`` / ``policy``) runs whenever the argument is concrete, i.e. before any tracing.
+They are jit-able (``LinearModel`` and ``rho`` may be traced). Host-side validation (``TypeError``
+/ ``ValueError`` naming the argument and its range) runs before any tracing: shapes and kinds
+always, values whenever the argument is concrete. Indices are 0-based: ``rho[h, i]`` is step
+``h + 1`` and factor ``i + 1`` of the paper, a policy is an integer ``[H, S]`` table of actions in
+``[0, A - 1]``.
 
 The second half plans exactly in d-rectangular robust *regularized* MDPs (R2PVI, Tang, Liu & Xu
 2025: ``regularized_dp`` / ``regularized_evaluate`` / ``regularized_worst_case_kernel``, TV, KL
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -78,53 +80,35 @@ class PlanResult(NamedTuple):
 
 
 def _dims(model: LinearModel) -> tuple[int, int, int, int]:
-  chex.assert_rank(model.phi, 4)
-  H, S, A, d = model.phi.shape
-  chex.assert_shape(model.mu, (H, d, S))
-  chex.assert_shape(model.reward, (H, S, A))
-  chex.assert_shape(model.init_dist, (S,))
-  return H, S, A, d
-
-
-def _is_concrete(x) -> bool:
-  return not isinstance(x, jax.core.Tracer)
+  """``(H, S, A, d)`` of a model that ``_checks.model`` has validated."""
+  return tuple(np.shape(model.phi))
 
 
 def validate_rho(rho, horizon: int, feature_dim: int) -> None:
-  """Raises ``ValueError`` unless ``rho`` has shape ``[H, d]`` (values checked if concrete).
+  """Raises ``ValueError`` unless ``rho`` has shape ``[H, d]`` (values checked if concrete;
+  ``TypeError`` for strings, booleans, None).
 
   Args:
-    rho: uncertainty levels ``rho_{h,i}``; must lie in ``[0, 1]``.
+    rho: uncertainty levels ``rho_{h,i}``; must lie in ``[0, 1]``. Entry ``[h, i]`` is the
+      0-based step ``h`` and factor ``i`` (the paper's ``rho_{h+1,i+1}``).
     horizon: H.
     feature_dim: d.
   """
-  shape = tuple(np.shape(rho))
-  if shape != (horizon, feature_dim):
-    raise ValueError(f"rho must have shape (H, d) = ({horizon}, {feature_dim}), got {shape}")
-  if _is_concrete(rho):
-    r = np.asarray(rho, dtype=np.float64)
-    if not np.all(np.isfinite(r)) or np.any(r < 0) or np.any(r > 1):
-      raise ValueError(f"rho must lie in [0, 1], got values in [{r.min()}, {r.max()}]")
+  horizon = _checks.integer("horizon", horizon, 1)
+  feature_dim = _checks.integer("feature_dim", feature_dim, 1)
+  _checks.rho("rho", rho, (horizon, feature_dim), what="(H, d)")
 
 
 def validate_policy(policy, horizon: int, num_states: int, num_actions: int) -> None:
-  """Raises ``ValueError`` unless ``policy`` is an integer ``[H, S]`` table of actions in [0, A).
+  """Raises ``ValueError`` unless ``policy`` is an integer ``[H, S]`` table of 0-based action
+  indices in ``[0, A - 1]`` (row ``h``: step ``h``, column ``s``: state ``s``).
 
   Values are checked only when ``policy`` is concrete.
   """
-  shape = tuple(np.shape(policy))
-  if shape != (horizon, num_states):
-    raise ValueError(
-        f"policy must have shape (H, S) = ({horizon}, {num_states}), got {shape}")
-  concrete = _is_concrete(policy)
-  dtype = np.asarray(policy).dtype if concrete else policy.dtype
-  if not jnp.issubdtype(dtype, jnp.integer):
-    raise ValueError(f"policy must hold integer action indices, got dtype {dtype}")
-  if concrete:
-    p = np.asarray(policy)
-    if p.size and (p.min() < 0 or p.max() >= num_actions):
-      raise ValueError(f"policy actions must lie in [0, {num_actions - 1}], got values in "
-                       f"[{p.min()}, {p.max()}]")
+  horizon = _checks.integer("horizon", horizon, 1)
+  num_states = _checks.integer("num_states", num_states, 1)
+  num_actions = _checks.integer("num_actions", num_actions, 1)
+  _checks.policy("policy", policy, horizon, num_states, num_actions)
 
 
 def _factor_values(mu_h: Array, v_next: Array, rho_h: Array) -> Array:
@@ -182,7 +166,7 @@ def robust_evaluate(model: LinearModel, rho, policy) -> Array:
   Args:
     model: finite ``LinearModel``.
     rho: ``[H, d]`` in ``[0, 1]``.
-    policy: ``[H, S]`` int action indices in ``[0, A)``.
+    policy: ``[H, S]`` int action indices, 0-based, in ``[0, A - 1]``.
 
   Returns:
     ``[H + 1, S]`` robust values (``v[H] = 0``).
@@ -201,7 +185,7 @@ def nominal_evaluate(model: LinearModel, policy, transition=None) -> Array:
 
   Args:
     model: finite ``LinearModel`` (rewards; and the kernel ``model.transition`` by default).
-    policy: ``[H, S]`` int action indices in ``[0, A)``.
+    policy: ``[H, S]`` int action indices, 0-based, in ``[0, A - 1]``.
     transition: optional ``[H, S, A, S]`` kernel (e.g. a target domain's, or
       ``worst_case_kernel``'s); defaults to the nominal ``phi_h mu_h``.
 
@@ -211,8 +195,10 @@ def nominal_evaluate(model: LinearModel, policy, transition=None) -> Array:
   _checks.model(model)
   H, S, A, d = _dims(model)
   validate_policy(policy, H, S, A)
+  if transition is not None:
+    _checks.array("transition", transition, (H, S, A, S), "[H, S, A, S]")
+    _checks.distribution("transition", transition, axis=-1)
   P = model.transition if transition is None else transition
-  chex.assert_shape(P, (H, S, A, S))
   dtype = jnp.result_type(model.reward, P)
   policy = jnp.asarray(policy)
   P_pi = _take_action(P, policy)  # [H, S, S]
@@ -249,7 +235,8 @@ def worst_case_kernel(model: LinearModel, rho, v_next_per_step) -> tuple[Array, 
   _checks.model(model)
   H, S, A, d = _dims(model)
   validate_rho(rho, H, d)
-  chex.assert_shape(v_next_per_step, (H, S))
+  _checks.array("v_next_per_step", v_next_per_step, (H, S), "[H, S]")
+  _checks.finite("v_next_per_step", v_next_per_step)
   dtype = jnp.result_type(model.phi, model.mu, v_next_per_step)
   rho = jnp.asarray(rho, dtype)
   per_factor = jax.vmap(robust.tv_worst_case_distribution, in_axes=(0, None, 0))
@@ -261,9 +248,14 @@ def worst_case_kernel(model: LinearModel, rho, v_next_per_step) -> tuple[Array, 
 @exact_matmuls
 def initial_value(model: LinearModel, v) -> Array:
   """``E_{s_1 ~ init_dist} V_1(s_1)`` from a value table ``v [H + 1, S]`` (or ``[S]``)."""
+  _checks.model(model)
+  H, S = np.shape(model.phi)[:2]
+  _checks.numeric("v", v)
+  if tuple(np.shape(v)) not in ((S,), (H + 1, S)):
+    raise ValueError(f"v must have shape [H + 1, S] = [{H + 1}, {S}] or [S] = [{S}], got "
+                     f"{tuple(np.shape(v))}")
   v = jnp.asarray(v)
   v1 = v[0] if v.ndim == 2 else v
-  chex.assert_shape(v1, model.init_dist.shape)
   return model.init_dist @ v1
 
 
@@ -275,21 +267,17 @@ DIVERGENCES = ("tv", "kl", "chi2")
 
 
 def validate_divergence(divergence) -> str:
-  """Raises ``ValueError`` unless ``divergence`` is one of ``DIVERGENCES``; returns it."""
-  if not isinstance(divergence, str) or divergence not in DIVERGENCES:
-    raise ValueError(f"divergence must be one of {DIVERGENCES}, got {divergence!r}")
-  return divergence
+  """Raises ``ValueError`` (``TypeError`` for a non-string) unless ``divergence`` is one of
+  ``DIVERGENCES``; returns it."""
+  return _checks.choice("divergence", divergence, DIVERGENCES)
 
 
 def _per_factor(name: str, x, horizon: int, feature_dim: int, positive: bool) -> None:
   """``x`` scalar or ``[H, d]``; concrete values finite and ``> 0`` (``positive``) or ``>= 0``."""
-  shape = tuple(np.shape(x))
-  if shape not in ((), (horizon, feature_dim)):
-    raise ValueError(f"{name} must be a scalar or have shape (H, d) = ({horizon}, {feature_dim}), "
-                     f"got {shape}")
-  _checks.numbers_(**{name: x})
-  _checks.finite(name, x)
-  _checks.in_range(name, x, 0, lo_open=positive)
+  horizon = _checks.integer("horizon", horizon, 1)
+  feature_dim = _checks.integer("feature_dim", feature_dim, 1)
+  _checks.rho(name, x, (horizon, feature_dim), what="(H, d)", scalar_ok=True, hi=None,
+              lo_open=positive)
 
 
 def validate_weight(weight, horizon: int, feature_dim: int) -> None:
@@ -405,7 +393,7 @@ def regularized_evaluate(model: LinearModel, weight, divergence: str, policy) ->
     model: finite ``LinearModel``.
     weight: ``[H, d]`` (or scalar) weights ``> 0``.
     divergence: static, one of ``("tv", "kl", "chi2")``.
-    policy: ``[H, S]`` int action indices in ``[0, A)``.
+    policy: ``[H, S]`` int action indices, 0-based, in ``[0, A - 1]``.
 
   Returns:
     ``[H + 1, S]`` values (``v[H] = 0``).
@@ -450,7 +438,7 @@ def regularized_worst_case_kernel(model: LinearModel, weight, divergence: str,
   _checks.model(model)
   H, S, A, d = _dims(model)
   validate_weight(weight, H, d)
-  chex.assert_shape(v_next_per_step, (H, S))
+  _checks.array("v_next_per_step", v_next_per_step, (H, S), "[H, S]")
   _checks.finite("v_next_per_step", v_next_per_step)
   dtype = jnp.result_type(model.phi, model.mu, v_next_per_step)
   weight = _factor_table(weight, H, d, dtype)
@@ -516,7 +504,7 @@ def kl_constrained_evaluate(model: LinearModel, rho, policy, tol: float = 1e-6, 
   Args:
     model: finite ``LinearModel``.
     rho: ``[H, d]`` (or scalar) KL radii ``>= 0``.
-    policy: ``[H, S]`` int action indices in ``[0, A)``.
+    policy: ``[H, S]`` int action indices, 0-based, in ``[0, A - 1]``.
     tol, bracket, grid_size: as in ``kl_constrained_dp``.
 
   Returns:
@@ -548,7 +536,7 @@ def kl_constrained_worst_case_kernel(model: LinearModel, rho, v_next_per_step, t
   _checks.model(model)
   H, S, A, d = _dims(model)
   validate_kl_radius(rho, H, d)
-  chex.assert_shape(v_next_per_step, (H, S))
+  _checks.array("v_next_per_step", v_next_per_step, (H, S), "[H, S]")
   _checks.finite("v_next_per_step", v_next_per_step)
   regularized.kl_constrained_num_iterations(tol, bracket, grid_size)
   dtype = jnp.result_type(model.phi, model.mu, v_next_per_step)
@@ -581,19 +569,21 @@ def weight_for_radius(model: LinearModel, policy, rho, divergence: str = "tv", *
   (compare the two values).
 
   Args:
-    model: finite ``LinearModel``; policy: ``[H, S]`` actions; rho: ``[]`` TV radius in [0, 1];
-    divergence: of the regularized problem (``"tv"``, ``"kl"``, ``"chi2"``).
+    model: finite ``LinearModel``; policy: ``[H, S]`` 0-based actions; rho: ``[]`` TV radius in
+    [0, 1]; divergence: of the regularized problem (``"tv"``, ``"kl"``, ``"chi2"``); bounds:
+    ``(lower, upper or None)`` with ``0 < lower < upper``; iterations: an integer >= 1.
   """
   _checks.model(model)
   H, S, A, d = _dims(model)
   divergence = validate_divergence(divergence)
-  if _is_concrete(rho):
-    r = float(np.asarray(rho))
-    if not np.isfinite(r) or not 0 <= r <= 1:
-      raise ValueError(f"rho must be a scalar in [0, 1], got {rho!r}")
+  _checks.rho("rho", rho)
   validate_policy(policy, H, S, A)
-  lo = float(bounds[0])
-  hi = float(H) if bounds[1] is None else float(bounds[1])
+  iterations = _checks.integer("iterations", iterations, 1)
+  if isinstance(bounds, (str, bytes)) or not hasattr(bounds, "__len__") or len(bounds) != 2:
+    raise TypeError(f"bounds must be a pair (lower, upper or None), got {bounds!r}")
+  lo = _checks.number("bounds[0] (lower)", bounds[0], 0, lo_open=True)
+  hi = float(H) if bounds[1] is None else _checks.number("bounds[1] (upper)", bounds[1], 0,
+                                                         lo_open=True)
   if not 0 < lo < hi:
     raise ValueError(f"bounds must satisfy 0 < lower < upper, got {bounds!r}")
   dtype = jnp.result_type(model.phi, model.mu, model.reward)
@@ -604,13 +594,9 @@ def weight_for_radius(model: LinearModel, policy, rho, divergence: str = "tv", *
     return initial_value(model, regularized_evaluate(model, jnp.exp(logw) * ones, divergence,
                                                      policy))
 
-  def body(_, ab):
-    a, b = ab
-    mid = 0.5 * (a + b)
-    above = reg(mid) >= target
-    return jnp.where(above, a, mid), jnp.where(above, mid, b)
-
-  a, b = jax.lax.fori_loop(0, iterations, body,
-                           (jnp.log(jnp.asarray(lo, dtype)), jnp.log(jnp.asarray(hi, dtype))))
+  # Bisection on log w: below the target the weight is too small (the lower end moves up).
+  _, b = _checks.bisect(lambda logw: jnp.logical_not(reg(logw) >= target),
+                        jnp.log(jnp.asarray(lo, dtype)), jnp.log(jnp.asarray(hi, dtype)),
+                        iterations)
   w = jnp.exp(b)
   return w, target, reg(b)

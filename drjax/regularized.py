@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -80,6 +79,7 @@ _INV_PHI = (math.sqrt(5.0) - 1.0) / 2.0  # golden-section ratio 0.618...
 
 def _factor_args(mu, V, w, name: str, lo_open: bool = True) -> None:
   """``mu [S]`` a distribution, ``V [S]`` finite, scalar ``name`` finite and > 0 (>= 0)."""
+  _checks.numbers_(mu=mu, V=V, **{name: w})
   _checks.rank("mu", mu, 1)
   _checks.shape("V", V, np.shape(mu), "[S]")
   _checks.scalar(name, w)
@@ -89,10 +89,14 @@ def _factor_args(mu, V, w, name: str, lo_open: bool = True) -> None:
   _checks.in_range(name, w, 0, lo_open=lo_open)
 
 
+def _pair_args(nu, mu) -> None:
+  """``nu [S]`` and ``mu [S]`` numeric vectors of one shape (values: any, see each function)."""
+  _checks.array("nu", nu)
+  _checks.rank("nu", nu, 1)
+  _checks.array("mu", mu, np.shape(nu), "[S]")
+
+
 def _cast(mu, V, w) -> tuple[Array, Array, Array]:
-  chex.assert_rank(mu, 1)
-  chex.assert_shape(V, mu.shape)
-  chex.assert_rank(w, 0)
   dtype = _float_dtype(mu, V)
   return jnp.asarray(mu, dtype), jnp.asarray(V, dtype), jnp.asarray(w, dtype)
 
@@ -132,6 +136,7 @@ def _neg_log_mgf(mu: Array, U: Array, t: Array) -> Array:
 @exact_matmuls
 def tv_distance(nu: Array, mu: Array) -> Array:
   """``TV(nu, mu) = 1/2 ||nu - mu||_1`` (the convention of every kernel here)."""
+  _pair_args(nu, mu)
   return 0.5 * jnp.sum(jnp.abs(jnp.asarray(nu) - jnp.asarray(mu)))
 
 
@@ -139,6 +144,7 @@ def tv_distance(nu: Array, mu: Array) -> Array:
 def kl_divergence(nu: Array, mu: Array) -> Array:
   """``KL(nu || mu) = sum_s nu(s) log(nu(s) / mu(s))`` with ``0 log 0 = 0``; ``inf`` unless
   ``nu << mu``."""
+  _pair_args(nu, mu)
   nu = jnp.asarray(nu)
   mu = jnp.asarray(mu)
   pos = nu > 0
@@ -151,6 +157,7 @@ def kl_divergence(nu: Array, mu: Array) -> Array:
 @exact_matmuls
 def chi2_divergence(nu: Array, mu: Array) -> Array:
   """``chi2(nu || mu) = sum_s (nu(s) - mu(s))^2 / mu(s)``; ``inf`` unless ``nu << mu``."""
+  _pair_args(nu, mu)
   nu = jnp.asarray(nu)
   mu = jnp.asarray(mu)
   pos = mu > 0
@@ -413,6 +420,7 @@ def kl_constrained_dual_objective(mu: Array, V: Array, rho, alpha) -> Array:
   array (evaluated elementwise).
   """
   _factor_args(mu, V, rho, "rho", lo_open=False)
+  _checks.numeric("alpha", alpha)
   _checks.in_range("alpha", alpha, 0, lo_open=True)
   mu, V, rho = _cast(mu, V, rho)
   m, U = _support_shift(mu, V)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 
-import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from drjax import _checks
 from drjax._precision import exact_matmuls
@@ -61,9 +61,6 @@ def gram(phi: Array, mask: Array, lam) -> Array:
     ``[d, d]`` symmetric positive definite ``Lambda``.
   """
   _checks.ridge_args(phi, mask, lam)
-  chex.assert_rank(phi, 2)
-  chex.assert_shape(mask, (phi.shape[0],))
-  chex.assert_rank(lam, 0)
   dtype = _float_dtype(phi)
   d = phi.shape[1]
   phi_m = jnp.where(mask[:, None], phi, 0).astype(dtype)
@@ -81,7 +78,7 @@ def cholesky(a: Array) -> Array:
   ``benchmarks/``; plain ops have no such stalls, batch cleanly under ``vmap`` on CPU and GPU and
   are differentiable.
   """
-  chex.assert_rank(a, 2)
+  _square("a", a)
   d = a.shape[-1]
   idx = jnp.arange(d)
 
@@ -96,7 +93,7 @@ def cholesky(a: Array) -> Array:
 @exact_matmuls
 def triangular_inverse(low: Array) -> Array:
   """``L^{-1}`` of a lower-triangular ``L [d, d]`` by forward substitution (plain ``jnp`` ops)."""
-  chex.assert_rank(low, 2)
+  _square("low", low)
   d = low.shape[-1]
   eye = jnp.eye(d, dtype=low.dtype)
 
@@ -154,7 +151,7 @@ def spd_inverse(a: Array) -> Array:
   Unrolled for ``d <= UNROLL_MAX_D``; otherwise ``cholesky`` + ``triangular_inverse`` (plain-jnp
   loops) on CPU and the vendor Cholesky + triangular solve on GPU. Differentiable.
   """
-  chex.assert_rank(a, 2)
+  _square("a", a)
   d = a.shape[-1]
   if d <= UNROLL_MAX_D:
     return _unrolled_inverse(a)
@@ -175,9 +172,6 @@ def ridge_factors(phi: Array, mask: Array, lam) -> tuple[Array, Array, Array]:
   and ``||phi||^2_{Lambda^{-1}} = ||L^{-1} phi||^2`` for the bonuses.
   """
   _checks.ridge_args(phi, mask, lam)
-  chex.assert_rank(phi, 2)
-  chex.assert_shape(mask, (phi.shape[0],))
-  chex.assert_rank(lam, 0)
   dtype = _float_dtype(phi)
   chol = cholesky(gram(phi, mask, lam))
   linv = triangular_inverse(chol)
@@ -221,24 +215,30 @@ def z_of_alpha(M: Array, v: Array, alpha) -> Array:
   Returns:
     ``[d]``.
   """
-  chex.assert_rank(M, 2)
-  chex.assert_shape(v, (M.shape[1],))
-  chex.assert_rank(alpha, {0, 1})
+  _checks.array("M", M)
+  _checks.rank("M", M, 2)
+  _checks.array("v", v, (np.shape(M)[1],), "[K]")
+  _checks.array("alpha", alpha)
+  _checks.rank("alpha", alpha, {0, 1})
+  if np.ndim(alpha) == 1:
+    _checks.shape("alpha", alpha, (np.shape(M)[0],), "[d]")
   dtype = _float_dtype(M, v)
   M = jnp.asarray(M, dtype)
   v = jnp.asarray(v, dtype)
   alpha = jnp.asarray(alpha, dtype)
   if alpha.ndim == 0:
     return M @ jnp.minimum(v, alpha)
-  chex.assert_shape(alpha, (M.shape[0],))
   return jnp.sum(M * jnp.minimum(v[None, :], alpha[:, None]), axis=1)
 
 
+def _square(name: str, a) -> None:
+  _checks.numeric(name, a)
+  if np.ndim(a) != 2 or np.shape(a)[0] != np.shape(a)[1]:
+    raise ValueError(f"{name} must be a square [d, d] matrix, got shape {tuple(np.shape(a))}")
+
+
 def _rho_vector(rho, d: int, dtype) -> Array:
-  chex.assert_rank(rho, {0, 1})
   rho = jnp.asarray(rho, dtype)
-  if rho.ndim == 1:
-    chex.assert_shape(rho, (d,))
   return jnp.broadcast_to(rho, (d,))
 
 
@@ -250,7 +250,8 @@ def rank_argsort(v: Array) -> Array:
   XLA's comparator sort is several times slower than this for the buffer sizes drjax plans over
   (measured in ``benchmarks/``), and the comparisons batch cleanly under ``vmap``.
   """
-  chex.assert_rank(v, 1)
+  _checks.array("v", v)
+  _checks.rank("v", v, 1)
   n = v.shape[0]
   idx = jnp.arange(n)
   less = v[None, :] < v[:, None]  # [j, m]: v_m < v_j
@@ -340,9 +341,6 @@ def alpha_max_exact(M: Array, v: Array, rho, horizon) -> tuple[Array, Array]:
     ``alpha`` is returned.
   """
   _checks.alpha_args(M, v, rho, horizon)
-  chex.assert_rank(M, 2)
-  chex.assert_shape(v, (M.shape[1],))
-  chex.assert_rank(horizon, 0)
   dtype = _float_dtype(M, v)
   M = jnp.asarray(M, dtype)
   v = jnp.asarray(v, dtype)
@@ -365,8 +363,7 @@ def make_grid(horizon, num_points: int, dtype=None) -> Array:
     ``[G]``; the spacing is ``H / (G - 1)``.
   """
   _checks.grid_args(horizon, num_points)
-  if num_points < 2:
-    raise ValueError(f"num_points must be >= 2, got {num_points}")
+  _checks.dtype("dtype", dtype)
   if dtype is None:
     dtype = _float_dtype(horizon)
   horizon = jnp.asarray(horizon, dtype)
@@ -398,10 +395,9 @@ def alpha_max_grid(
     ``(nu, alpha_star)``, both ``[d]``; ties go to the smallest grid point.
   """
   _checks.alpha_args(M, v, rho, horizon)
-  chex.assert_rank(M, 2)
-  chex.assert_shape(v, (M.shape[1],))
-  chex.assert_rank(horizon, 0)
-  chex.assert_rank(grid, 1)
+  _checks.array("grid", grid, (None,), "[G]")
+  _checks.finite("grid", grid)
+  _checks.boolean("include_exact", include_exact)
   dtype = _float_dtype(M, v)
   M = jnp.asarray(M, dtype)
   v = jnp.asarray(v, dtype)
@@ -441,13 +437,15 @@ def tv_dual_nu(
     ``(nu, alpha_star, chol)``: ``[d]``, ``[d]`` and the ``[d, d]`` lower Cholesky factor of
     ``Lambda`` (for the UCB bonus).
   """
-  if method not in _METHODS:
-    raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+  _checks.choice("method", method, _METHODS)
   if method != "exact" and grid is None:
     raise ValueError(f"method={method!r} needs a grid (see make_grid)")
-  chex.assert_rank(phi, 2)
-  chex.assert_shape(mask, (phi.shape[0],))
-  chex.assert_shape(v, (phi.shape[0],))
+  _checks.ridge_args(phi, mask, lam)
+  _checks.array("v", v, (np.shape(phi)[0],), "[K]")
+  _checks.rho("rho", rho, (np.shape(phi)[1],), what="[d]", scalar_ok=True)
+  _checks.numeric("horizon", horizon)
+  _checks.scalar("horizon", horizon)
+  _checks.in_range("horizon", horizon, 0)
   chol, M = ridge_operator(phi, mask, lam)
   v = jnp.where(mask, v, 0).astype(M.dtype)  # masked targets: no NaN, no spurious candidates
   if method == "exact":
@@ -518,9 +516,6 @@ def tv_worst_case_value(mu: Array, V: Array, rho) -> tuple[Array, Array]:
     ``(value, alpha_star)``, both ``[]``; ``alpha_star`` is the smallest maximiser.
   """
   _checks.tv_args(mu, V, rho)
-  chex.assert_rank(mu, 1)
-  chex.assert_shape(V, mu.shape)
-  chex.assert_rank(rho, 0)
   dtype = _float_dtype(mu, V)
   mu = jnp.asarray(mu, dtype)
   V = jnp.asarray(V, dtype)
@@ -546,9 +541,6 @@ def tv_worst_case_distribution(mu: Array, V: Array, rho) -> Array:
     ``[S]`` distribution ``nu``.
   """
   _checks.tv_args(mu, V, rho)
-  chex.assert_rank(mu, 1)
-  chex.assert_shape(V, mu.shape)
-  chex.assert_rank(rho, 0)
   dtype = _float_dtype(mu, V)
   mu = jnp.asarray(mu, dtype)
   V = jnp.asarray(V, dtype)
@@ -587,9 +579,10 @@ def atom_targets(g: Array, v: Array, c: Array) -> Array:
   Returns:
     ``[d, m]``.
   """
-  chex.assert_rank(g, 2)
-  chex.assert_shape(v, (g.shape[0],))
-  chex.assert_rank(c, 1)
+  _checks.array("g", g)
+  _checks.rank("g", g, 2)
+  _checks.array("v", v, (np.shape(g)[0],), "[n]")
+  _checks.array("c", c, (None,), "[m]")
   return g.T @ jnp.minimum(v[:, None], c[None, :])
 
 
@@ -629,11 +622,23 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
   Returns:
     ``(nu, alpha_star)``, both ``[d]``.
   """
-  chex.assert_rank(pinv, 2)
-  chex.assert_rank(g, 2)
-  chex.assert_shape(v, (g.shape[0],))
-  if method not in _METHODS:
-    raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+  _checks.array("g", g)
+  _checks.rank("g", g, 2)
+  n_, d_ = np.shape(g)
+  _checks.array("pinv", pinv, (d_, d_), "[d, d]")
+  _checks.array("v", v, (n_,), "[n]")
+  _checks.rho("rho", rho, (d_,), what="[d]", scalar_ok=True)
+  _checks.array("horizon", horizon, ())
+  _checks.in_range("horizon", horizon, 0)
+  _checks.choice("method", method, _METHODS)
+  if grid is not None:
+    _checks.array("grid", grid, (None,), "[G]")
+  if sort is not None:
+    _checks.boolean("sort", sort)
+  if operator is not None:
+    _checks.array("operator", operator, (d_, n_), "[d, n]")
+  if vmin is not None:
+    _checks.array("vmin", vmin, ())
   dtype = _float_dtype(g, v)
   n, d = g.shape
   rho = _rho_vector(rho, d, dtype)
@@ -715,8 +720,13 @@ def chi2_dual_max(M: Array, v: Array, weight, horizon) -> Array:
   Returns:
     ``[d]`` maxima.
   """
-  chex.assert_rank(M, 2)
-  chex.assert_shape(v, (M.shape[1],))
+  _checks.array("M", M)
+  _checks.rank("M", M, 2)
+  _checks.array("v", v, (np.shape(M)[1],), "[n]")
+  _checks.rho("weight", weight, (np.shape(M)[0],), what="[d]", scalar_ok=True, hi=None,
+              lo_open=True)
+  _checks.array("horizon", horizon, ())
+  _checks.in_range("horizon", horizon, 0)
   dtype = _float_dtype(M, v)
   d, n = M.shape
   w4 = 4.0 * jnp.broadcast_to(jnp.asarray(weight, dtype), (d,))[:, None]
@@ -772,7 +782,22 @@ def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
   Returns:
     ``[d]``.
   """
-  chex.assert_rank(M, 2)
+  _checks.array("M", M)
+  _checks.rank("M", M, 2)
+  _checks.array("v", v, (np.shape(M)[1],), "[n]")
+  if mask is not None:
+    _checks.bool_array("mask", mask)
+    _checks.shape("mask", mask, (np.shape(M)[1],), "[n]")
+  _checks.rho("rho", rho, (np.shape(M)[0],), what="[d]", scalar_ok=True, hi=None)
+  _checks.array("horizon", horizon, ())
+  _checks.in_range("horizon", horizon, 0)
+  tol = _checks.number("tol", tol, 0, lo_open=True)
+  grid_size = _checks.integer("grid_size", grid_size, 2)
+  if isinstance(bounds, (str, bytes)) or np.shape(bounds) != (2,):
+    raise ValueError(f"bounds must be a pair (lo, hi) with 0 < lo < hi, got {bounds!r}")
+  _checks.in_range("bounds", bounds, 0, lo_open=True)
+  if not float(bounds[0]) < float(bounds[1]):
+    raise ValueError(f"bounds must satisfy 0 < lo < hi, got {bounds!r}")
   dtype = _float_dtype(M, v)
   d, n = M.shape
   M = M.astype(dtype)

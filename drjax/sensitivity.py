@@ -39,9 +39,11 @@ differentiated by ``jax.grad`` and checked against closed forms.
    ``project_tv_simplex`` is the exact Euclidean projection onto
    ``{nu in simplex : TV(nu, mu) <= rho}``.
 
-Step ``h`` is 0-indexed (``h = 0`` is the paper's step 1). Functions taking a ``LinearModel`` are
-pure and jit/vmap-able; host-side checks raise ``ValueError`` naming the argument whenever the
-argument is concrete (before anything is traced).
+Step ``h`` is 0-indexed (``h = 0`` is the paper's step 1), and so are factors ``i`` (``rho[h, i]``,
+``factor``) and the actions of a policy (an integer ``[H, S]`` table of actions in
+``[0, A - 1]``). Functions taking a ``LinearModel`` are pure and jit/vmap-able; host-side checks
+raise ``TypeError`` / ``ValueError`` naming the argument and its range before anything is traced
+(values whenever the argument is concrete).
 """
 
 from __future__ import annotations
@@ -50,13 +52,12 @@ import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from drjax import planning, robust
+from drjax import _checks, planning, robust
 from drjax.envs.base import LinearModel
 from drjax.train import replan
 from drjax._precision import exact_matmuls
@@ -114,8 +115,10 @@ class RhoGradient(NamedTuple):
 
 
 def _dims(model: LinearModel) -> tuple[int, int, int, int]:
-  chex.assert_rank(model.phi, 4)
-  return model.phi.shape  # H, S, A, d
+  """``(H, S, A, d)`` of ``model`` after ``_checks.model`` (``TypeError``/``ValueError`` naming
+  ``model`` and the field for anything but a valid finite ``LinearModel``)."""
+  _checks.model(model)
+  return tuple(np.shape(model.phi))  # H, S, A, d
 
 
 def _dtype(model: LinearModel):
@@ -124,16 +127,21 @@ def _dtype(model: LinearModel):
 
 def _check_rho(rho, model: LinearModel, name: str = "rho") -> None:
   H, _, _, d = _dims(model)
-  try:
-    planning.validate_rho(rho, H, d)
-  except ValueError as e:
-    raise ValueError(str(e).replace("rho", name, 1)) from None
+  _checks.rho(name, rho, (H, d), what="(H, d)")
+
+
+def _check_rho_shape(rho, model: LinearModel) -> None:
+  """``rho`` numbers of shape ``[H, d]`` (values are checked along the segment by the caller)."""
+  H, _, _, d = _dims(model)
+  _checks.numeric("rho", rho)
+  if tuple(np.shape(rho)) != (H, d):
+    raise ValueError(f"rho must have shape (H, d) = ({H}, {d}), got {tuple(np.shape(rho))}")
 
 
 def _check_policy(policy, model: LinearModel) -> None:
   if policy is not None:
     H, S, A, _ = _dims(model)
-    planning.validate_policy(policy, H, S, A)
+    _checks.policy("policy", policy, H, S, A)
 
 
 def _values(model: LinearModel, rho, policy) -> tuple[Array, Array]:
@@ -157,7 +165,7 @@ def robust_value(model: LinearModel, rho, policy=None) -> Array:
     model: finite ``LinearModel``.
     rho: ``[H, d]`` uncertainty levels in ``[0, 1]``.
     policy: ``None`` for the optimal robust value ``V_1^{*,rho}`` (``planning.robust_dp``), else
-      an ``[H, S]`` deterministic policy (``planning.robust_evaluate``).
+      an ``[H, S]`` deterministic policy of 0-based actions (``planning.robust_evaluate``).
 
   Returns:
     ``[]`` the robust value at the initial distribution.
@@ -253,13 +261,16 @@ def _rho_gradient(model, rho, policy):
 
 def _float_fields(params) -> tuple[str, ...]:
   if not hasattr(params, "_fields"):
-    raise ValueError("params must be a NamedTuple of arrays (an environment's EnvParams), got "
+    raise TypeError("params must be a NamedTuple of arrays (an environment's EnvParams), got "
                      f"{type(params).__name__}")
   return tuple(f for f in params._fields
                if jnp.issubdtype(jnp.result_type(getattr(params, f)), jnp.floating))
 
 
 def _check_wrt(params, wrt) -> tuple[str, ...]:
+  if not isinstance(wrt, str) and not (isinstance(wrt, (list, tuple))
+                                       and all(isinstance(n, str) for n in wrt)):
+    raise TypeError(f"wrt must be a parameter name or a sequence of names, got {wrt!r}")
   names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
   if not names:
     raise ValueError("wrt must name at least one parameter")
@@ -293,14 +304,14 @@ def param_gradient(env, params, rho, wrt: str | Sequence[str], policy=None
   Returns:
     ``(value [], {name: gradient shaped like params.<name>})``.
   """
+  _checks.environment("env", env, finite_=True)
   names = _check_wrt(params, wrt)
-  if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
+  if _checks.is_concrete(params):
     env.validate(params)
   H, d = env.horizon, env.feature_dim
-  try:
-    planning.validate_rho(rho, H, d)
-  except ValueError as e:
-    raise ValueError(str(e)) from None
+  planning.validate_rho(rho, H, d)
+  if policy is not None:
+    _checks.policy("policy", policy, H, env.num_states, env.num_actions)
 
   return _param_gradient(env, names, params, jnp.asarray(rho), policy)
 
@@ -348,9 +359,11 @@ def _line(model: LinearModel, rho, direction, policy):
 
 def _check_direction(direction, model):
   H, _, _, d = _dims(model)
+  _checks.numeric("direction", direction)
   if tuple(np.shape(direction)) != (H, d):
     raise ValueError(f"direction must have shape (H, d) = ({H}, {d}), got "
                      f"{tuple(np.shape(direction))}")
+  _checks.finite("direction", direction)
 
 
 @exact_matmuls
@@ -375,9 +388,11 @@ def one_sided_derivatives(model: LinearModel, rho, direction, t=0.0, policy=None
     ``OneSided``.
   """
   _check_direction(direction, model)
-  if not (isinstance(eps, (int, float)) and eps > 0):
-    raise ValueError(f"eps must be a float > 0, got {eps!r}")
-  if all(not isinstance(x, jax.core.Tracer) for x in (rho, direction, t)):
+  eps = _checks.number("eps", eps, 0, lo_open=True)
+  _checks.array("t", t, ())
+  _checks.finite("t", t)
+  _check_rho_shape(rho, model)
+  if _checks.is_concrete(rho, direction, t):
     r, u, t0 = np.asarray(rho, float), np.asarray(direction, float), float(t)
     for s in (t0 - eps, t0 + eps):
       _check_rho(r + s * u, model, name="rho + t * direction")
@@ -435,12 +450,8 @@ def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_
     ``(kinks [n], found [n] bool)`` with ``n = num_grid - 1`` (one entry per grid interval) or
     ``max_kinks``: the bisected switch points, NaN where ``found`` is False.
   """
-  if by not in _BY:
-    raise ValueError(f"by must be one of {_BY}, got {by!r}")
-  if not (isinstance(num_grid, int) and num_grid >= 2):
-    raise ValueError(f"num_grid must be an integer >= 2, got {num_grid!r}")
-  if not (isinstance(tol, (int, float)) and tol > 0):
-    raise ValueError(f"tol must be a float > 0, got {tol!r}")
+  _check_kink_args(model, rho, direction, t_lo, t_hi, num_grid, tol, by, policy, slope_tol,
+                   max_kinks)
   dtype = _dtype(model)
   rho = jnp.asarray(rho, dtype)
   direction = jnp.asarray(direction, dtype)
@@ -468,13 +479,7 @@ def kink_bracket(model: LinearModel, rho, direction, *, t_lo=0.0, t_hi=1.0, num_
   iters = int(math.ceil(math.log2(1.0 / tol))) + 2
 
   def bisect(lo, hi, s_lo):
-    def body(_, lohi):
-      a, b = lohi
-      mid = 0.5 * (a + b)
-      ok = same(sig(mid), s_lo)
-      return jnp.where(ok, mid, a), jnp.where(ok, b, mid)
-
-    a, b = jax.lax.fori_loop(0, iters, body, (lo, hi))
+    a, b = _checks.bisect(lambda mid: same(sig(mid), s_lo), lo, hi, iters)
     return 0.5 * (a + b)
 
   if max_kinks is None:
@@ -503,9 +508,10 @@ def find_kinks(model: LinearModel, rho, direction, *, t_lo: float = 0.0, t_hi: f
   Returns:
     sorted list of ``t`` values (floats), each within ``tol / 2`` of a switch.
   """
-  _check_direction(direction, model)
-  t_lo, t_hi = float(t_lo), float(t_hi)
-  if not (math.isfinite(t_lo) and math.isfinite(t_hi) and t_lo < t_hi):
+  _check_kink_args(model, rho, direction, t_lo, t_hi, num_grid, tol, by, policy, 0.0, None)
+  t_lo = _checks.number("t_lo", t_lo)
+  t_hi = _checks.number("t_hi", t_hi)
+  if not t_lo < t_hi:
     raise ValueError(f"t_lo < t_hi must be finite, got t_lo={t_lo}, t_hi={t_hi}")
   for t in (t_lo, t_hi):
     _check_rho(np.asarray(rho, float) + t * np.asarray(direction, float), model,
@@ -513,6 +519,23 @@ def find_kinks(model: LinearModel, rho, direction, *, t_lo: float = 0.0, t_hi: f
   kinks, found = _kink_bracket_jit(model, rho, direction, t_lo=t_lo, t_hi=t_hi,
                                    num_grid=num_grid, tol=tol, by=by, policy=policy)
   return sorted(float(k) for k in np.asarray(kinks)[np.asarray(found)])
+
+
+def _check_kink_args(model, rho, direction, t_lo, t_hi, num_grid, tol, by, policy, slope_tol,
+                     max_kinks) -> None:
+  """Host-side checks of ``kink_bracket`` / ``find_kinks`` (static arguments always; values of
+  ``rho``, ``direction``, ``t_lo``, ``t_hi`` when concrete)."""
+  _check_direction(direction, model)
+  _check_rho_shape(rho, model)
+  _checks.choice("by", by, _BY)
+  _checks.integer("num_grid", num_grid, 2)
+  _checks.number("tol", tol, 0, lo_open=True)
+  _checks.number("slope_tol", slope_tol, 0)
+  _checks.optional_integer("max_kinks", max_kinks, 1)
+  for name, t in (("t_lo", t_lo), ("t_hi", t_hi)):
+    _checks.array(name, t, ())
+    _checks.finite(name, t)
+  _check_policy(policy, model)
 
 
 _kink_bracket_jit = jax.jit(kink_bracket, static_argnames=("num_grid", "tol", "by", "max_kinks"))
@@ -557,6 +580,13 @@ def learned_value(agent, env, env_params, train_state, hparams, key=None) -> tup
   Returns:
     ``(value [], nu [H, d])``.
   """
+  _check_learned_args(agent, env, train_state, key)
+  if not all(hasattr(hparams, f) for f in ("rho", "beta", "lam")):
+    raise TypeError(f"hparams must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
+                    f"{type(hparams).__name__}")
+  if _checks.is_concrete(hparams):
+    from drjax.agents.base import validate_hparams  # pylint: disable=g-import-not-at-top
+    validate_hparams(hparams, env.horizon, env.feature_dim)
   key = jax.random.PRNGKey(0) if key is None else key
   # Re-plan from the stored Gram matrices / statistics with these hyperparameters (both engine
   # forms; Lambda^-1 recomputed from lam, so the derivative in lambda is the pathwise one).
@@ -584,15 +614,35 @@ def learned_sensitivity(agent, env, env_params, train_state, hparams, key=None
   """
   from drjax.agents.base import HParams, validate_hparams  # pylint: disable=g-import-not-at-top
 
-  if not any(isinstance(x, jax.core.Tracer) for x in hparams):
+  _checks.environment("env", env)
+  if not all(hasattr(hparams, f) for f in ("rho", "beta", "lam")):
+    raise TypeError(f"hparams must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
+                    f"{type(hparams).__name__}")
+  if _checks.is_concrete(hparams):
     validate_hparams(hparams, env.horizon, env.feature_dim)
-    if np.ndim(hparams.rho) != 2:
-      raise ValueError(f"hparams.rho must be one [H, d] array (no batch axes), got shape "
-                       f"{np.shape(hparams.rho)}")
+  if np.ndim(hparams.rho) != 2:
+    raise ValueError(f"hparams.rho must be one [H, d] array (no batch axes), got shape "
+                     f"{np.shape(hparams.rho)}")
+  _check_learned_args(agent, env, train_state, key)
   dtype = jnp.result_type(hparams.rho, float)
   hp = HParams(*(jnp.asarray(x, dtype) for x in hparams))
   key = jax.random.PRNGKey(0) if key is None else key
   return _learned_sensitivity(agent, env, env_params, train_state, hp, key)
+
+
+def _check_learned_args(agent, env, train_state, key) -> None:
+  from drjax.agents.base import AgentState, StatsState  # pylint: disable=g-import-not-at-top
+  _checks.agent("agent", agent, "online")
+  _checks.environment("env", env)
+  cfg = agent.config
+  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (env.horizon, env.feature_dim,
+                                                          env.num_actions):
+    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
+                     f"not match env (H, d, A) = {(env.horizon, env.feature_dim, env.num_actions)}")
+  _checks.instance("train_state", train_state, (AgentState, StatsState),
+                   "an AgentState or StatsState (TrainOutput.state)")
+  if key is not None:
+    _checks.key("key", key)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -657,8 +707,12 @@ def project_tv_simplex(y: Array, mu: Array, rho) -> Array:
   Returns:
     ``[S]`` the projection.
   """
-  chex.assert_rank(y, 1)
-  chex.assert_shape(mu, y.shape)
+  _checks.array("y", y)
+  _checks.rank("y", y, 1)
+  _checks.finite("y", y)
+  _checks.array("mu", mu, np.shape(y), "[S]")
+  _checks.distribution("mu", mu)
+  _checks.rho("rho", rho)
   dtype = jnp.result_type(y, mu, float)
   y, mu = jnp.asarray(y, dtype), jnp.asarray(mu, dtype)
   rho = jnp.asarray(rho, dtype)
@@ -685,14 +739,14 @@ def sa_rectangular_evaluate(model: LinearModel, rho_sa, policy) -> Array:
   Args:
     model: finite ``LinearModel``.
     rho_sa: ``[H, S, A]`` radii in ``[0, 1]``.
-    policy: ``[H, S]`` policy.
+    policy: ``[H, S]`` policy (0-based actions in ``[0, A - 1]``).
 
   Returns:
     ``[H + 1, S]`` values (``v[H] = 0``).
   """
   H, S, A, _ = _dims(model)
   _check_sa(rho_sa, model)
-  planning.validate_policy(policy, H, S, A)
+  _checks.policy("policy", policy, H, S, A)
   dtype = _dtype(model)
   policy = jnp.asarray(policy)
   P = model.transition
@@ -714,13 +768,7 @@ def sa_rectangular_evaluate(model: LinearModel, rho_sa, policy) -> Array:
 
 def _check_sa(rho_sa, model):
   H, S, A, _ = _dims(model)
-  if tuple(np.shape(rho_sa)) != (H, S, A):
-    raise ValueError(f"rho_sa must have shape (H, S, A) = ({H}, {S}, {A}), got "
-                     f"{tuple(np.shape(rho_sa))}")
-  if not isinstance(rho_sa, jax.core.Tracer):
-    r = np.asarray(rho_sa, float)
-    if not np.all(np.isfinite(r)) or r.min() < 0 or r.max() > 1:
-      raise ValueError(f"rho_sa must lie in [0, 1], got values in [{r.min()}, {r.max()}]")
+  _checks.rho("rho_sa", rho_sa, (H, S, A), what="(H, S, A)")
 
 
 class Family(NamedTuple):
@@ -837,17 +885,14 @@ def factor_q_family(model: LinearModel, factor: int, q_max) -> Family:
 
   Args:
     model: finite ``LinearModel``.
-    factor: 0-indexed factor ``i`` in ``[0, d)``.
+    factor: 0-based factor index ``i`` in ``[0, d - 1]`` (the paper's factor ``i + 1``).
     q_max: ``[H]`` upper levels in ``[0, 1]``.
   """
   H, S, _, d = _dims(model)
-  if not (isinstance(factor, (int, np.integer)) and 0 <= factor < d):
-    raise ValueError(f"factor must be an integer in [0, {d - 1}], got {factor!r}")
-  if tuple(np.shape(q_max)) != (H,):
-    raise ValueError(f"q_max must have shape (H,) = ({H},), got {tuple(np.shape(q_max))}")
+  _checks.index("factor", factor, d, "(factor i)")
+  _checks.require_concrete("q_max", q_max)
+  _checks.rho("q_max", q_max, (H,), what="(H,)")
   qm = np.asarray(q_max, float)
-  if not np.all(np.isfinite(qm)) or qm.min() < 0 or qm.max() > 1:
-    raise ValueError(f"q_max must lie in [0, 1], got values in [{qm.min()}, {qm.max()}]")
   dtype = _dtype(model)
   qm = jnp.asarray(qm, dtype)
   fail = jax.nn.one_hot(model.fail_state, S, dtype=dtype)
@@ -924,12 +969,8 @@ def default_optimizer(learning_rate: float = 100.0):
   left 2e-3 (s,a-rectangular) after 20 steps, step 100 reached the exact value in 4. Adam
   stalled 0.03 above the minimum: its per-coordinate scaling fights the projection.
   """
+  _checks.number("learning_rate", learning_rate, 0, lo_open=True)
   return optax.sgd(learning_rate)
-
-
-def _check_positive_int(name, x):
-  if not (isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1):
-    raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
 
 
 def _check_kernel(name: str, P, shape) -> None:
@@ -970,12 +1011,18 @@ def worst_case_search(model: LinearModel, policy, family: Family, key, *, steps:
   Returns:
     ``SearchResult``.
   """
-  _check_positive_int("steps", steps)
-  _check_positive_int("restarts", restarts)
+  steps = _checks.integer("steps", steps, 1)
+  restarts = _checks.integer("restarts", restarts, 1)
   H, S, A, _ = _dims(model)
-  planning.validate_policy(policy, H, S, A)
-  if not isinstance(family, Family):
-    raise ValueError(f"family must be a drjax.sensitivity.Family, got {type(family).__name__}")
+  _checks.policy("policy", policy, H, S, A)
+  _checks.instance("family", family, Family, "a drjax.sensitivity.Family "
+                   "(d_rectangular_family, sa_rectangular_family, factor_q_family)")
+  _checks.key("key", key)
+  if optimizer is not None and not (callable(getattr(optimizer, "init", None))
+                                    and callable(getattr(optimizer, "update", None))):
+    raise TypeError(f"optimizer must be an optax GradientTransformation (init, update), got "
+                    f"{type(optimizer).__name__}")
+  jit = _checks.boolean("jit", jit)
   z0 = family.project(family.sample(_restart_keys(key, 1)[0]))
   _check_kernel("family", family.kernel(z0), (H, S, A, S))
   optimizer = default_optimizer() if optimizer is None else optimizer

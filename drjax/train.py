@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from drjax import _checks
 from drjax._precision import exact_matmuls
 from drjax.agents import base
 from drjax.agents.base import Agent, HParams, QFunction, check_features, validate_hparams
@@ -59,8 +59,8 @@ def resolve_form(env, form: str) -> str:
   Raises ``ValueError`` naming ``form`` when ``"stats"`` is forced on an environment without a
   finite model.
   """
-  if form not in FORMS:
-    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+  _checks.environment("env", env)
+  _checks.choice("form", form, FORMS)
   finite = isinstance(env, FiniteEnvironment)
   if form == "stats" and not finite:
     raise ValueError(f"form='stats' (sufficient statistics) needs a finite environment with an "
@@ -75,6 +75,9 @@ def segment_bounds(num_episodes: int, first: int = 16, ratio: float = 1.5) -> tu
   """End points of the buffer form's segments: episode k plans over the first ``end`` slots of
   its segment. Geometric growth: a K-episode run costs about ``2r/(r+1) * K^2/2`` atom passes
   (1.2x the ideal ``K^2/2`` for ``r = 1.5``) instead of ``K * K``."""
+  num_episodes = _checks.integer("num_episodes", num_episodes, 1)
+  first = _checks.integer("first", first, 1)
+  ratio = _checks.number("ratio", ratio, 1, lo_open=True)
   ends = []
   end = min(first, num_episodes)
   while True:
@@ -103,9 +106,13 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
       separately). ``None``: segments when K >= ``SEGMENT_MIN_K`` (long runs, where the saving
       dominates the extra compile time).
   """
+  _checks.environment("env", env)
   H = env.horizon
   K = base.check_int("num_episodes (K)", num_episodes)
   _check_kind(agent, "online", "make_train")
+  record_q = _checks.boolean("record_q", record_q)
+  if segments is not None:
+    segments = _checks.boolean("segments", segments)
   form = resolve_form(env, form)
   if agent.config.capacity < K:
     raise ValueError(f"agent capacity {agent.config.capacity} must be >= num_episodes {K} "
@@ -114,7 +121,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
   if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (H, env.feature_dim, env.num_actions):
     raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
                      f"not match env (H, d, A) = {(H, env.feature_dim, env.num_actions)}")
-  outputs = OUTPUTS if outputs is None else tuple(outputs)
+  outputs = OUTPUTS if outputs is None else _names("outputs", outputs)
   bad = [o for o in outputs if o not in OUTPUTS]
   if bad:
     raise ValueError(f"outputs must be a subset of {OUTPUTS}, got {bad}")
@@ -124,6 +131,11 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
   bounds = segment_bounds(K, ratio=2.0) if (segments and not stats) else (K,)
 
   def train(key, hparams: HParams, env_params) -> TrainOutput:
+    _checks.key("key", key)
+    if not all(hasattr(hparams, f) for f in ("rho", "beta", "lam")):
+      raise TypeError(f"hparams must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
+                      f"{type(hparams).__name__}")
+    _checks.env_params(env, env_params, "env_params")
     theta = env.theta(env_params)
     if stats:
       model = env.model(env_params)
@@ -192,6 +204,11 @@ def replan(env, agent: Agent, state, hparams: HParams, env_params):
   differentiable in rho, beta and lambda with the collected data held fixed (a pathwise
   derivative). Works for both forms (``AgentState`` and ``StatsState``).
   """
+  _checks.environment("env", env)
+  _check_kind(agent, "online", "replan")
+  _checks.instance("state", state, (base.AgentState, base.StatsState),
+                   "an AgentState or StatsState (TrainOutput.state)")
+  _check_hparams_type(hparams)
   model = env.model(env_params) if isinstance(state, base.StatsState) else None
   return agent.plan(state, hparams, model, refactor=True)
 
@@ -201,6 +218,12 @@ def broadcast_hparams(hparams: HParams, horizon: int, feature_dim: int) -> tuple
 
   Returns the hyperparameters flattened to one leading batch axis and the batch shape.
   """
+  if not all(hasattr(hparams, f) for f in ("rho", "beta", "lam")):
+    raise TypeError(f"hparams must be an HParams(rho, beta, lam), got {type(hparams).__name__}")
+  horizon = _checks.integer("horizon", horizon, 1)
+  feature_dim = _checks.integer("feature_dim", feature_dim, 1)
+  if _checks.is_concrete(hparams):
+    validate_hparams(hparams, horizon, feature_dim)
   rho = jnp.asarray(hparams.rho)
   beta = jnp.asarray(hparams.beta)
   lam = jnp.asarray(hparams.lam)
@@ -227,14 +250,26 @@ def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params
 
 
 def check_key(key, name: str = "key"):
-  """A JAX PRNG key (raw ``uint32[2]`` or typed); raises ``TypeError`` naming ``name``."""
-  if isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-    return key
-  arr = np.asarray(key) if not isinstance(key, jax.core.Tracer) else key
-  if getattr(arr, "dtype", None) != np.uint32 or tuple(arr.shape) != (2,):
-    raise TypeError(f"{name} must be a JAX PRNG key (jax.random.PRNGKey(seed) or "
-                    f"jax.random.key(seed)), got {type(key).__name__} {getattr(arr, 'shape', '')}")
+  """A JAX PRNG key (raw ``uint32[2]`` or typed); raises ``TypeError`` naming ``name``
+  (``drjax._checks.key``)."""
+  _checks.key(name, key)
   return key
+
+
+def _check_hparams_type(hparams) -> None:
+  if not all(hasattr(hparams, f) for f in ("rho", "beta", "lam")):
+    raise TypeError(f"hparams must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
+                    f"{type(hparams).__name__}")
+
+
+def _names(name: str, x) -> tuple:
+  """A sequence of field names (not one string, whose characters would be iterated)."""
+  if isinstance(x, str) or not hasattr(x, "__iter__"):
+    raise TypeError(f"{name} must be a sequence of names (e.g. ('returns',)), got {x!r}")
+  x = tuple(x)
+  if not all(isinstance(n, str) for n in x):
+    raise TypeError(f"{name} must be a sequence of names (strings), got {x!r}")
+  return x
 
 
 def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: int,
@@ -265,8 +300,12 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   Returns:
     ``TrainOutput`` whose arrays have leading axes ``batch_shape + (num_seeds,)``.
   """
+  _checks.environment("env", env)
+  _check_kind(agent, "online", "sweep")
   num_seeds = base.check_int("num_seeds", num_seeds)
   num_episodes = base.check_int("num_episodes (K)", num_episodes)
+  record_q = _checks.boolean("record_q", record_q)
+  params_per_seed = _checks.boolean("params_per_seed", params_per_seed)
   if not isinstance(hparams, HParams):
     raise TypeError(f"hparams must be an HParams (see drjax.make_hparams), got "
                     f"{type(hparams).__name__}")
@@ -281,18 +320,22 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
     raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
                      f"not match env (H, d, A) = {(H, d, env.num_actions)}")
   validate_hparams(hparams, H, d)
-  outputs = tuple(outputs)
+  outputs = _names("outputs", outputs)
+  bad = [o for o in outputs if o not in OUTPUTS]
+  if bad:
+    raise ValueError(f"outputs must be a subset of {OUTPUTS}, got {bad}")
   if params_per_seed:
     leaves = jax.tree_util.tree_leaves(env_params)
     if any(jnp.shape(x)[:1] != (num_seeds,) for x in leaves):
       raise ValueError(f"env_params must have leading axis num_seeds={num_seeds} when "
                        "params_per_seed=True")
     for j in range(num_seeds):  # every seed's params, not only the first
-      env.validate(jax.tree_util.tree_map(lambda x, j=j: x[j], env_params))
+      _checks.env_params(env, jax.tree_util.tree_map(lambda x, j=j: x[j], env_params),
+                         f"env_params[{j}]")
     one = jax.tree_util.tree_map(lambda x: x[0], env_params)
   else:
     one = env_params
-    env.validate(one)
+    _checks.env_params(env, one, "env_params")
   check_env_features(env, one, key)
   flat, batch = broadcast_hparams(hparams, H, d)
   fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs)
@@ -303,6 +346,8 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
 def check_env_features(env, params, key) -> None:
   """Checks the features an environment produces (negative: ValueError; rows not summing to 1:
   warning). Uses the exact model when there is one, else the initial state and one random step."""
+  _checks.environment("env", env)
+  _checks.key("key", key)
   try:
     if not hasattr(env, "model"):
       raise NotImplementedError
@@ -319,8 +364,8 @@ def _check_kind(agent, kind: str, where: str) -> None:
   got = getattr(agent, "kind", None)
   if got != kind:
     other = "make_fit / agent.fit(dataset, hparams)" if got == "offline" else "make_train"
-    raise TypeError(f"{where} runs {kind} agents; {getattr(agent, 'name', agent)!r} is "
-                    f"{got or 'not an agent'}: use {other}")
+    raise TypeError(f"agent must be an {kind} agent: {where} runs {kind} agents; "
+                    f"{getattr(agent, 'name', agent)!r} is {got or 'not an agent'}: use {other}")
 
 
 class FitOutput(NamedTuple):
@@ -352,15 +397,16 @@ def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "a
   data, as for any environment). Pure: ``jax.vmap`` over keys, hyperparameters, params.
   """
   from drjax import data as data_lib  # pylint: disable=g-import-not-at-top
+  _checks.environment("env", env)
   _check_kind(agent, "offline", "make_fit")
+  keep_data = _checks.boolean("keep_data", keep_data)
   N = base.check_int("num_trajectories", num_trajectories)
   cfg = agent.config
   if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (env.horizon, env.feature_dim,
                                                           env.num_actions):
     raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
                      f"not match env (H, d, A) = {(env.horizon, env.feature_dim, env.num_actions)}")
-  if form not in FORMS:
-    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+  _checks.choice("form", form, FORMS)
   if form == "stats" and not isinstance(env, FiniteEnvironment):
     raise ValueError(f"form='stats' needs a finite environment; {type(env).__name__} has none")
   finite = isinstance(env, FiniteEnvironment) and form != "buffer"
@@ -370,6 +416,11 @@ def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "a
                     f"{type(behavior).__name__}")
 
   def fit_run(key, hparams, env_params, size=None) -> FitOutput:
+    _checks.key("key", key)
+    if size is not None:
+      _checks.array("size", size, ())
+      _checks.indices("size", size, N + 1, "dataset sizes")
+    _checks.env_params(env, env_params, "env_params")
     ds = data_lib._collect(env, env_params, behavior, jax.random.fold_in(key, 0), N)  # pylint: disable=protected-access
     pilot = None
     if agent.needs_pilot:

@@ -210,7 +210,7 @@ def test_bad_hyperparameters_raise_before_tracing():
     make_hparams(3, 4, beta=-1.0)
   with pytest.raises(ValueError, match=r"rho must have shape \(\.\.\., H, d\)"):
     make_hparams(3, 4, rho=np.zeros((2, 4)))
-  with pytest.raises(ValueError, match="H .* must be >= 1"):
+  with pytest.raises(ValueError, match=r"H \(horizon\) must be an integer >= 1"):
     make_hparams(0, 4)
   with pytest.raises(ValueError, match="capacity K must be an integer >= 1"):
     dr_lsvi_ucb(3, 4, 16, 0)

@@ -156,7 +156,7 @@ EVALUATE = [
     ("mc_params_other_env", lambda: evaluate.mc_evaluate(LIN, AGENT, qf(), put_params(), KEY, 10),
      TypeError, "params"),
     ("exact_targets_not_finite", lambda: evaluate.exact_target_values(
-        PUT, AGENT, qf(), put_params()), ValueError, "env"),
+        PUT, AGENT, qf(), put_params()), TypeError, "env"),
     ("put_exact_p_us", lambda: evaluate.put_option_exact_values(
         PUT, PUT_AGENT, qf(3, 5), [1.5], 95.0, 105.0), ValueError, "p_us"),
     ("put_exact_init", lambda: evaluate.put_option_exact_values(
@@ -185,7 +185,7 @@ ENVS = [
      "source_params"),
     ("put_anchors_one", lambda: PutOption(num_anchors=1), ValueError, "num_anchors"),
     ("put_horizon_zero", lambda: PutOption(horizon=0), ValueError, "horizon"),
-    ("put_horizon_fraction", lambda: PutOption(horizon=2.5), ValueError, "horizon"),
+    ("put_horizon_fraction", lambda: PutOption(horizon=2.5), TypeError, "horizon"),
     ("put_variant", lambda: PutOption(variant="colab"), ValueError, "variant"),
     ("random_concentration_zero", lambda: random_linear_drmdp(KEY, 4, 2, 3, 2, concentration=0.0),
      ValueError, "concentration"),

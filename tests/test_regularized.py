@@ -169,7 +169,7 @@ def test_bad_input_names_the_field(datasets):
     offline.make_hparams(agent, rho=0.1)
   # KL radii are not bounded by 1 (DRVI-L), TV radii are.
   offline.make_hparams(offline.drvi_l(3, 4, 16), rho=2.0)
-  with pytest.raises(ValueError, match=r"rho must lie in >= 0"):
+  with pytest.raises(ValueError, match=r"rho must be >= 0 and finite"):
     offline.make_hparams(offline.drvi_l(3, 4, 16), rho=-0.1)
 
 

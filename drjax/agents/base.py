@@ -14,6 +14,12 @@ An agent is a ``NamedTuple`` of pure functions over an explicit state (optax's
 
 Hyperparameters users sweep (rho, beta, lambda) are a traced pytree (``HParams``); structure
 (H, d, A, capacity, variants) is static, so one compilation serves a whole grid.
+
+Indices are 0-based everywhere: step ``h`` in ``[0, H - 1]`` (``h = 0`` is the paper's step 1),
+factor ``i`` in ``[0, d - 1]``, action ``a`` in ``[0, A - 1]``, buffer slot ``k`` in
+``[0, capacity - 1]``. Every function and agent method checks its arguments on the host
+(``TypeError`` for a wrong kind, ``ValueError`` naming the argument and its range; values only
+when concrete, so the checks cost nothing inside ``jit``).
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from __future__ import annotations
 import warnings
 from typing import Callable, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from drjax import _checks
 
 Array = jax.Array
 
@@ -187,26 +194,30 @@ class Agent(NamedTuple):
 # Hyperparameters: construction and validation (host side, before anything is traced).
 
 
-def _concrete(x, name):
-  if isinstance(x, jax.core.Tracer):
-    raise ValueError(f"{name} must be a concrete value for validation, got a traced value")
-  return np.asarray(x, dtype=np.float64)
+def _hparam_values(hparams, names=("rho", "beta", "lam")) -> list[np.ndarray]:
+  """The concrete fields as float64 arrays (``TypeError`` naming a field that is traced, a
+  string, a boolean or None)."""
+  out = []
+  for f in names:
+    x = getattr(hparams, f)
+    _checks.require_concrete(f, x, "validation reads its values")
+    out.append(_checks._values(f, x))  # pylint: disable=protected-access
+  return out
 
 
 def validate_hparams(hparams: HParams, horizon: int, feature_dim: int) -> None:
-  """Raises ``ValueError`` naming the argument and the allowed range. Accepts leading batch axes."""
-  rho = _concrete(hparams.rho, "rho")
-  beta = _concrete(hparams.beta, "beta")
-  lam = _concrete(hparams.lam, "lam")
-  if rho.ndim < 2 or rho.shape[-2:] != (horizon, feature_dim):
-    raise ValueError(
-        f"rho must have shape (..., H, d) = (..., {horizon}, {feature_dim}), got {rho.shape}")
-  if not np.all(np.isfinite(rho)) or np.any(rho < 0) or np.any(rho > 1):
-    raise ValueError(f"rho must lie in [0, 1], got values in [{rho.min()}, {rho.max()}]")
-  if not np.all(np.isfinite(beta)) or np.any(beta < 0):
-    raise ValueError(f"beta must be >= 0, got {beta.min()}")
-  if not np.all(np.isfinite(lam)) or np.any(lam <= 0):
-    raise ValueError(f"lam (lambda) must be > 0, got {lam.min()}")
+  """Raises ``ValueError``/``TypeError`` naming the argument and the allowed range: rho
+  ``[..., H, d]`` in [0, 1], beta >= 0, lam > 0 (``>= MIN_LAM_FLOAT32`` in float32), all finite,
+  batch shapes broadcasting. Accepts leading batch axes."""
+  if not all(hasattr(hparams, f) for f in ("rho", "beta", "lam")):
+    raise TypeError(f"hparams must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
+                    f"{type(hparams).__name__}")
+  H = _checks.integer("horizon", horizon, 1)
+  d = _checks.integer("feature_dim", feature_dim, 1)
+  rho, beta, lam = _hparam_values(hparams)
+  _checks.rho("rho", rho, (H, d), what="(..., H, d)", batch=True)
+  _checks.in_range("beta", beta, 0)
+  _checks.in_range("lam (lambda)", lam, 0, lo_open=True)
   if not jax.config.jax_enable_x64 and np.any(lam < MIN_LAM_FLOAT32):
     raise ValueError(
         f"lam (lambda) must be >= {MIN_LAM_FLOAT32} in float32, got {lam.min()}: Lambda = "
@@ -224,14 +235,47 @@ def rho_array(horizon: int, feature_dim: int, value=0.0, at=None) -> np.ndarray:
   """An ``[H, d]`` rho array: ``value`` everywhere, or only at the 0-indexed (h, i) pairs ``at``.
 
   ``rho_array(3, 4, 0.5, at=[(0, 3)])`` is the paper's rho_{1,4} = 0.5, all others 0.
+
+  Args:
+    horizon: H >= 1.
+    feature_dim: d >= 1.
+    value: a finite number >= 0 (or, without ``at``, an array broadcasting to ``[H, d]``).
+    at: ``None`` (every entry) or a sequence of 0-based ``(h, i)`` pairs, ``h`` in ``[0, H - 1]``
+      (step ``h + 1`` of the paper) and ``i`` in ``[0, d - 1]`` (factor ``i + 1``).
   """
-  rho = np.zeros((horizon, feature_dim))
+  H = _checks.integer("horizon", horizon, 1)
+  d = _checks.integer("feature_dim", feature_dim, 1)
+  _checks.require_concrete("value", value)
+  _checks.in_range("value", value, 0)
+  rho = np.zeros((H, d))
   if at is None:
-    rho[...] = value
-  else:
-    for h, i in at:
-      rho[h, i] = value
+    try:
+      rho[...] = np.asarray(value, np.float64)
+    except ValueError:
+      raise ValueError(f"value must be a number or broadcast to (H, d) = ({H}, {d}), got shape "
+                       f"{np.shape(value)}") from None
+    return rho
+  if np.ndim(value) != 0:
+    raise ValueError(f"value must be a number when at is given, got shape {np.shape(value)}")
+  pairs = _pairs("at", at)
+  for k, (h, i) in enumerate(pairs):
+    _checks.index(f"at[{k}][0] (step h)", h, H)
+    _checks.index(f"at[{k}][1] (factor i)", i, d)
+    rho[h, i] = value
   return rho
+
+
+def _pairs(name: str, at) -> list:
+  """``at`` as a list of (h, i) pairs; ``TypeError`` (with the fix) otherwise."""
+  hint = f"{name} must be a sequence of 0-based (h, i) pairs, e.g. [(0, 3)]"
+  if isinstance(at, (str, bytes)) or not hasattr(at, "__iter__"):
+    raise TypeError(f"{hint}, got {type(at).__name__} {at!r}")
+  pairs = list(at)
+  for p in pairs:
+    if isinstance(p, (str, bytes)) or not hasattr(p, "__len__") or len(p) != 2:
+      one = " (one pair needs its own brackets: [(h, i)])" if not hasattr(p, "__len__") else ""
+      raise TypeError(f"{hint}{one}, got {at!r}")
+  return pairs
 
 
 def make_hparams(horizon: int, feature_dim: int, *, rho=0.0, beta=1.0, lam=1.0,
@@ -242,7 +286,11 @@ def make_hparams(horizon: int, feature_dim: int, *, rho=0.0, beta=1.0, lam=1.0,
   paper's experiments and ``drjax reproduce`` use the authors' 0.1 (``drjax.paper.setup``).
 
   Leading batch axes of rho / beta / lam are allowed and broadcast against each other; use
-  ``jax.vmap`` over the result (``in_axes=0``) to sweep them with a single compilation.
+  ``jax.vmap`` over the result (``in_axes=0``) to sweep them with a single compilation. Every
+  argument is checked on the host first: ``TypeError`` for strings, booleans, None or non-integer
+  dimensions, ``ValueError`` (naming the argument and its range) for values outside rho in
+  [0, 1], beta >= 0, lam > 0 or for NaN. rho's entry ``[h, i]`` is step ``h + 1`` and factor
+  ``i + 1`` of the paper (0-based indices, see ``rho_array``).
 
   Why ``lam = 1`` by default: it is the value Theorem 1 is proved for (Algorithm 1's input
   lambda = 1), so a call without arguments is the analysed algorithm. The paper's experiments,
@@ -251,22 +299,33 @@ def make_hparams(horizon: int, feature_dim: int, *, rho=0.0, beta=1.0, lam=1.0,
   to reproduce them. ``beta = 1`` is the experiments' value (Theorem 1's ``c d H sqrt(iota)`` is far
   larger; see ``evaluate.theorem1_bound``).
   """
-  if int(horizon) < 1:
-    raise ValueError(f"H (horizon) must be >= 1, got {horizon}")
-  if int(feature_dim) < 1:
-    raise ValueError(f"d (feature_dim) must be >= 1, got {feature_dim}")
-  rho_np = np.asarray(rho, dtype=np.float64)
+  H = _checks.integer("H (horizon)", horizon, 1)
+  d = _checks.integer("d (feature_dim)", feature_dim, 1)
+  _checks.dtype("dtype", dtype)
+  for name, x in (("rho", rho), ("beta", beta), ("lam", lam)):
+    _checks.require_concrete(name, x, "make_hparams validates its values on the host")
+  rho_np = _checks._values("rho", rho)  # pylint: disable=protected-access
   if rho_np.ndim == 0:
-    rho_np = np.full((horizon, feature_dim), float(rho_np))
-  hp = HParams(rho=rho_np, beta=np.asarray(beta, np.float64), lam=np.asarray(lam, np.float64))
-  validate_hparams(hp, horizon, feature_dim)
+    rho_np = np.full((H, d), float(rho_np))
+  hp = HParams(rho=rho_np, beta=_checks._values("beta", beta),  # pylint: disable=protected-access
+               lam=_checks._values("lam", lam))  # pylint: disable=protected-access
+  validate_hparams(hp, H, d)
   dtype = dtype or jnp.result_type(float)
   return HParams(*(jnp.asarray(x, dtype) for x in hp))
 
 
 def check_features(phi, name: str = "phi", atol: float = 1e-6) -> None:
   """Features must be >= 0 (ValueError); rows that do not sum to 1 (Assumption 1) only warn."""
-  phi = _concrete(phi, name)
+  if not isinstance(name, str):
+    raise TypeError(f"name must be a string, got {type(name).__name__}")
+  _checks.number("atol", atol, 0)
+  _checks.require_concrete(name, phi, "check_features reads the feature values")
+  phi = _checks._values(name, phi)  # pylint: disable=protected-access
+  if phi.ndim < 1:
+    raise ValueError(f"{name}: features must have shape [..., d], got a scalar")
+  if not np.all(np.isfinite(phi)):
+    bad = phi[~np.isfinite(phi)].flat[0]
+    raise ValueError(f"{name}: features must be finite, got a non-finite value ({bad})")
   if np.any(phi < -atol):
     raise ValueError(f"{name}: features must be >= 0 (Assumption 1), got min {phi.min()}")
   sums = phi.sum(-1)
@@ -277,12 +336,9 @@ def check_features(phi, name: str = "phi", atol: float = 1e-6) -> None:
 
 def check_int(name: str, value, minimum: int = 1) -> int:
   """A Python / NumPy integer ``>= minimum`` (``TypeError`` for bools, floats, strings, lists;
-  ``ValueError`` below the minimum), returned as ``int`` so equal values give equal cache keys."""
-  if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-  if value < minimum:
-    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-  return int(value)
+  ``ValueError`` below the minimum), returned as ``int`` so equal values give equal cache keys
+  (``drjax._checks.integer``)."""
+  return _checks.integer(name, value, minimum)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,6 +351,10 @@ def init_state(theta, horizon, feature_dim, num_actions, capacity, lam=None,
 
   ``quad``: also keep ``AgentState.quad`` (Sherman-Morrison solver only).
   """
+  horizon, feature_dim, num_actions, capacity = _dims_args(
+      horizon=horizon, feature_dim=feature_dim, num_actions=num_actions, capacity=capacity)
+  _checks.choice("solver", solver, SOLVERS[1:])
+  _checks.boolean("quad", quad)
   dtype = jnp.result_type(float)
   return AgentState(
       **_empty_regression(theta, horizon, feature_dim, lam, solver, dtype),
@@ -314,12 +374,16 @@ def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
   ``phi_table [H, S, A, d]`` (the model's features): also keep ``StatsState.quad``
   (Sherman-Morrison solver only).
   """
+  horizon, feature_dim, num_states = _dims_args(horizon=horizon, feature_dim=feature_dim,
+                                                num_states=num_states)
+  _checks.choice("solver", solver, SOLVERS[1:])
+  if phi_table is not None:
+    _checks.array("phi_table", phi_table, (horizon, num_states, None, feature_dim), "[H, S, A, d]")
   dtype = jnp.result_type(float)
   sm = solver == "sherman-morrison"
   quad = None
   if phi_table is not None and sm:
     tab = jnp.asarray(phi_table, dtype)
-    chex.assert_shape(tab, (horizon, num_states, None, feature_dim))
     quad = jnp.sum(tab * tab, axis=-1) / jnp.asarray(lam, dtype)  # Lambda^-1 = I / lam
   return StatsState(
       **_empty_regression(theta, horizon, feature_dim, lam, solver, dtype),
@@ -329,10 +393,18 @@ def init_stats_state(theta, horizon, feature_dim, num_states, lam=None,
       quad=quad)
 
 
+def _dims_args(**dims) -> tuple[int, ...]:
+  """Each keyword an integer >= 1 (static dimensions), returned in order."""
+  return tuple(_checks.integer(name, x, 1) for name, x in dims.items())
+
+
 def _empty_regression(theta, horizon, feature_dim, lam, solver, dtype) -> dict:
   """The fields both state forms share: theta, empty Gram / sum phi r, initial Lambda^-1."""
+  _checks.array("theta", theta, (horizon, feature_dim), "[H, d]")
+  if lam is not None:
+    _checks.array("lam", lam, ())
+    _checks.in_range("lam", lam, 0, lo_open=True)
   theta = jnp.asarray(theta, dtype)
-  chex.assert_shape(theta, (horizon, feature_dim))
   return dict(theta=theta, gram=jnp.zeros((horizon, feature_dim, feature_dim), dtype),
               phir=jnp.zeros((horizon, feature_dim), dtype),
               pinv=_init_pinv(horizon, feature_dim, lam, solver, dtype))
@@ -377,9 +449,22 @@ def _norm_loss(x, u, den):
 
 
 def observe(state: AgentState, h, phi, reward, next_phi_all, next_fail) -> AgentState:
-  """Stores transition (s_h, a_h, r_h, s_{h+1}) of the current episode (slot ``state.count``)."""
+  """Stores transition (s_h, a_h, r_h, s_{h+1}) of the current episode (slot ``state.count``).
+
+  ``h``: the 0-based step in ``[0, H - 1]``; ``phi [d]``, ``reward []``, ``next_phi_all [A, d]``,
+  ``next_fail []`` bool.
+  """
+  _check_buffer_state(state)
+  H, K, d = np.shape(state.phi)
+  A = np.shape(state.next_phi)[2]
+  _checks.index("h", h, H, "(step)")
+  _checks.array("phi", phi, (d,), "[d]")
+  _checks.array("reward", reward, ())
+  _checks.array("next_phi_all", next_phi_all, (A, d), "[A, d]")
+  _checks.bool_array("next_fail", next_fail)
+  _checks.scalar("next_fail", next_fail)
+  _check_room(state, K)
   k = state.count
-  H = state.gram.shape[0]
   onehot = (jnp.arange(H) == h).astype(state.gram.dtype)
   # A rank-1 step at step h only (zero features elsewhere leave gram / phir / pinv unchanged).
   phi_h = onehot[:, None] * jnp.asarray(phi, state.gram.dtype)[None, :]
@@ -421,7 +506,23 @@ def _quad_of_new(pinv, next_phi):
 
 
 def end_episode(state):
+  """Advances the episode counter of either state form."""
+  if not isinstance(state, (AgentState, StatsState)):
+    raise TypeError(f"state must be an AgentState or StatsState (agent.init / agent.init_stats), "
+                    f"got {type(state).__name__}")
   return state._replace(count=state.count + 1)
+
+
+def _check_buffer_state(state, name: str = "state") -> None:
+  _checks.instance(name, state, AgentState, "an AgentState (agent.init); a StatsState is "
+                   "updated with agent.update / update_stats")
+
+
+def _check_room(state: AgentState, capacity: int) -> None:
+  """A concrete buffer must have a free slot (JAX would drop the write silently)."""
+  if _checks.is_concrete(state.count) and int(state.count) >= capacity:
+    raise ValueError(f"state is full: count = {int(state.count)} episodes fill its capacity "
+                     f"{capacity} (build the agent / init with a larger capacity)")
 
 
 def store_episode(state: AgentState, k, phi, reward, next_phi, next_fail) -> AgentState:
@@ -434,9 +535,18 @@ def store_episode(state: AgentState, k, phi, reward, next_phi, next_fail) -> Age
 
   Args:
     state: agent state.
-    k: ``[]`` int slot.
+    k: ``[]`` int slot, 0-based, in ``[0, capacity - 1]``.
     phi: ``[H, d]``; reward: ``[H]``; next_phi: ``[H, A, d]``; next_fail: ``[H]``.
   """
+  _check_buffer_state(state)
+  H, K, d = np.shape(state.phi)
+  A = np.shape(state.next_phi)[2]
+  _checks.index("k", k, K, "(buffer slot)")
+  _checks.array("phi", phi, (H, d), "[H, d]")
+  _checks.array("reward", reward, (H,), "[H]")
+  _checks.array("next_phi", next_phi, (H, A, d), "[H, A, d]")
+  _checks.bool_array("next_fail", next_fail)
+  _checks.shape("next_fail", next_fail, (H,), "[H]")
   k = jnp.asarray(k, jnp.int32)
   zero = jnp.zeros((), jnp.int32)
 
@@ -459,8 +569,16 @@ def update_stats(state: StatsState, phi, reward, next_state, phi_table=None) -> 
 
   ``G[h, s'] += phi_h`` for the state ``s'`` reached at step h (dense one-hot: no scatter).
   ``phi_table``: the model's ``[H, S, A, d]`` features given to ``init_stats_state``; required
-  when the state keeps ``quad``.
+  when the state keeps ``quad``. ``next_state`` holds 0-based state indices in ``[0, S - 1]``.
   """
+  _checks.instance("state", state, StatsState, "a StatsState (agent.init_stats)")
+  H, S, d = np.shape(state.G)
+  _checks.array("phi", phi, (H, d), "[H, d]")
+  _checks.array("reward", reward, (H,), "[H]")
+  _checks.shape("next_state", next_state, (H,), "[H]")
+  _checks.indices("next_state", next_state, S, "state indices")
+  if phi_table is not None:
+    _checks.array("phi_table", phi_table, (H, S, None, d), "[H, S, A, d]")
   S = state.G.shape[1]
   dtype = state.G.dtype
   phi = jnp.asarray(phi, dtype)
@@ -486,11 +604,13 @@ def update_stats(state: StatsState, phi, reward, next_state, phi_table=None) -> 
 
 def valid_mask(state: AgentState) -> Array:
   """``[K]`` mask of stored episodes."""
+  _check_buffer_state(state)
   return jnp.arange(state.phi.shape[1]) < state.count
 
 
 def sqrt_diag(pinv):
   """``[..., d]`` ``sqrt([Lambda^-1]_ii)`` (clamped at 0 against rounding)."""
+  _check_pinv(pinv)
   return jnp.sqrt(jnp.maximum(jnp.diagonal(pinv, axis1=-2, axis2=-1), 0.0))
 
 
@@ -500,10 +620,27 @@ def diag_bonus(pinv, phi, beta, form: str):
   ``paper``: ``beta * sum_i phi_i sqrt([Lambda^-1]_ii)``; ``notebook``:
   ``beta * sqrt(sum_i phi_i^2 [Lambda^-1]_ii)`` (the authors' code; never larger).
   """
+  _checks.choice("form", form, BONUS_FORMS)
+  _check_bonus_args(pinv, phi, beta)
   if form == "paper":
     return beta * (phi @ sqrt_diag(pinv))
   diag = jnp.maximum(jnp.diagonal(pinv, axis1=-2, axis2=-1), 0.0)
   return beta * jnp.sqrt((phi * phi) @ diag)
+
+
+def _check_pinv(pinv) -> None:
+  _checks.numeric("pinv", pinv)
+  if np.ndim(pinv) < 2 or np.shape(pinv)[-1] != np.shape(pinv)[-2]:
+    raise ValueError(f"pinv must be [..., d, d] (Lambda^-1), got shape {tuple(np.shape(pinv))}")
+
+
+def _check_bonus_args(pinv, phi, beta) -> None:
+  _check_pinv(pinv)
+  _checks.numeric("phi", phi)
+  if np.ndim(phi) < 1 or np.shape(phi)[-1] != np.shape(pinv)[-1]:
+    raise ValueError(f"phi must be [..., d] with d = {np.shape(pinv)[-1]} (pinv's), got shape "
+                     f"{tuple(np.shape(phi))}")
+  _checks.numeric("beta", beta)
 
 
 ELEMENTWISE_QUAD_MAX_D = 8
@@ -517,6 +654,7 @@ def ellipsoid_bonus(pinv, phi, beta):
   many tiny ``[n, d] x [d, d]`` products far below its elementwise speed (LSVI-UCB on the linear
   MDP, d = 4, 400 seeds x 100 episodes: 0.21 s -> 0.08 s).
   """
+  _check_bonus_args(pinv, phi, beta)
   d = phi.shape[-1]
   if d <= ELEMENTWISE_QUAD_MAX_D and jnp.ndim(pinv) == 2:
     x = [phi[..., i] for i in range(d)]
@@ -533,6 +671,9 @@ def clip_tops(horizon: int, form: str, robust: bool, dtype) -> Array:
   ``notebook`` clips LSVI-UCB at H for every step (the authors' baseline); DR-LSVI-UCB keeps
   H - h in both forms.
   """
+  horizon = _checks.integer("horizon", horizon, 1)
+  _checks.choice("form", form, CLIP_FORMS)
+  _checks.boolean("robust", robust)
   h = jnp.arange(horizon)
   if form == "notebook" and not robust:
     return jnp.full((horizon,), float(horizon), dtype)

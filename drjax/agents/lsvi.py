@@ -17,12 +17,11 @@ from __future__ import annotations
 import functools
 from typing import Callable, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax import robust
+from drjax import _checks, robust
 from drjax._precision import exact_matmuls
 from drjax.agents import base, pieces
 from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
@@ -114,24 +113,23 @@ def _make(name, *, oracle: str, width: str, horizon, feature_dim, num_actions, c
   d = base.check_int("feature_dim d", feature_dim)
   A = base.check_int("num_actions A", num_actions)
   K = base.check_int("capacity K", capacity)
-  if bonus not in base.BONUS_FORMS:
-    raise ValueError(f"bonus must be one of {base.BONUS_FORMS}, got {bonus!r}")
-  if clip not in base.CLIP_FORMS:
-    raise ValueError(f"clip must be one of {base.CLIP_FORMS}, got {clip!r}")
-  if alpha not in base.ALPHA_METHODS:
-    raise ValueError(f"alpha must be one of {base.ALPHA_METHODS}, got {alpha!r}")
+  _checks.choice("bonus", bonus, base.BONUS_FORMS)
+  _checks.choice("clip", clip, base.CLIP_FORMS)
+  _checks.choice("alpha", alpha, base.ALPHA_METHODS)
   if alpha != "exact":
     grid_size = base.check_int(f"grid_size (for alpha={alpha!r})", grid_size, 2)
-  if tie_break not in base.TIE_BREAKS:
-    raise ValueError(f"tie_break must be one of {base.TIE_BREAKS}, got {tie_break!r}")
+  else:
+    grid_size = base.check_int("grid_size", grid_size, 0)
+  _checks.choice("tie_break", tie_break, base.TIE_BREAKS)
   if not isinstance(fail_zero, (bool, np.bool_)):
     raise TypeError(f"fail_zero must be a bool, got {fail_zero!r}")
-  if solver not in base.SOLVERS:
-    raise ValueError(f"solver must be one of {base.SOLVERS}, got {solver!r}")
+  _checks.choice("solver", solver, base.SOLVERS)
   if solver == "auto":
     solver = "cholesky" if d <= robust.UNROLL_MAX_D else "sherman-morrison"
   if known is not None:
-    if not isinstance(known, KnownAction) or A != 2 or {known.action, known.learned} != {0, 1}:
+    _checks.instance("known", known, KnownAction, "a KnownAction (e.g. NOTEBOOK_PUT_KNOWN) or None")
+    _checks.function("known.value", known.value, "phi_all [..., A, d] -> [...]")
+    if A != 2 or {known.action, known.learned} != {0, 1}:
       raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
                        f"environment, got {known!r} with A = {A}")
     if not isinstance(known.last_step_zero, (bool, np.bool_)):
@@ -152,10 +150,54 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
   q_fn = functools.partial(_q_values, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
   q_at = functools.partial(_q_at, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
 
+  def _check_model_dims(model, name: str) -> None:
+    _checks.model(model, name)
+    _, _, a_, d_ = np.shape(model.phi)
+    if (np.shape(model.phi)[0], a_, d_) != (H, A, d):
+      raise ValueError(f"{name}.phi must have (H, A, d) = {(H, A, d)} (the agent's), got shape "
+                       f"{tuple(np.shape(model.phi))}")
+
+  def _check_phi(phi) -> None:
+    _checks.numeric("phi", phi)
+    if np.ndim(phi) < 1 or np.shape(phi)[-1] != d:
+      raise ValueError(f"phi must have shape [..., d] = [..., {d}], got {tuple(np.shape(phi))}")
+
+  def _check_plan_args(state, hp, model, size, refactor) -> None:
+    """Host-side checks of ``plan`` (shapes always; values when concrete)."""
+    if not isinstance(state, (AgentState, StatsState)):
+      raise TypeError(f"state must be an AgentState (agent.init) or StatsState "
+                      f"(agent.init_stats), got {type(state).__name__}")
+    if not all(hasattr(hp, f) for f in ("rho", "beta", "lam")):
+      raise TypeError(f"hp must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
+                      f"{type(hp).__name__}")
+    for f, want in (("rho", (H, d)), ("beta", ()), ("lam", ())):
+      _checks.array(f"hp.{f}", getattr(hp, f), want,
+                    "[H, d] (one setting: jax.vmap plan over a batch)" if f == "rho" else "")
+    if _checks.is_concrete(hp):
+      base.validate_hparams(hp, H, d)
+    _checks.boolean("refactor", refactor)
+    if isinstance(state, StatsState):
+      if model is None:
+        raise ValueError("model is required to plan from a StatsState (sufficient statistics)")
+      _check_model_dims(model, "model")
+      if np.shape(model.phi)[1] != np.shape(state.G)[1]:
+        raise ValueError(f"model has {np.shape(model.phi)[1]} states but the state's statistics "
+                         f"have {np.shape(state.G)[1]}")
+      return
+    cap = np.shape(state.phi)[1]
+    size = _checks.optional_integer("size", size, 1, cap)
+    if size is not None and _checks.is_concrete(state.count) and int(state.count) > size:
+      raise ValueError(f"size must cover the {int(state.count)} stored episodes (state.count), "
+                       f"got {size}")
+
   def init(theta, lam=None, capacity: int | None = None) -> AgentState:
     """Empty buffer-form state (``lam``: needed by the Sherman-Morrison solver only) with
     ``capacity`` slots (default: the agent's). LSVI-UCB with the Sherman-Morrison solver also
     keeps the ellipsoid norms of its stored next states (``AgentState.quad``)."""
+    _checks.optional_integer("capacity", capacity, 1)
+    if lam is None and solver == "sherman-morrison":
+      raise ValueError("lam is required to initialise the Sherman-Morrison solver's Lambda^-1 "
+                       "(init(theta, lam))")
     return base.init_state(theta, H, d, A, K if capacity is None else capacity, lam, solver,
                            quad=width == "ellipsoid")
 
@@ -166,6 +208,11 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     also keeps the ellipsoid norms of every next state (``StatsState.quad``); updates must then
     pass the model too (``update(..., model=model)``).
     """
+    if model is not None:
+      _check_model_dims(model, "model")
+    if lam is None and solver == "sherman-morrison":
+      raise ValueError("lam is required to initialise the Sherman-Morrison solver's Lambda^-1 "
+                       "(init_stats(theta, num_states, lam))")
     tab = model.phi if (model is not None and width == "ellipsoid") else None
     return base.init_stats_state(theta, H, d, num_states, lam, solver, phi_table=tab)
 
@@ -177,7 +224,6 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     ``nfail [H, n]`` their fail flags, ``mask [n]`` or ``None`` (buffer slots in use),
     ``quad [H, n, A]`` or ``None``: the atoms' next-state ellipsoid norms (``AgentState.quad``).
     """
-    chex.assert_shape(hp.rho, (H, d))
     dtype = gram.dtype
     tops = base.clip_tops(H, clip, robust_oracle, dtype)
     beta = jnp.asarray(hp.beta, dtype)
@@ -260,6 +306,7 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     Returns:
       The ``QFunction`` of this episode.
     """
+    _check_plan_args(state, hp, model, size, refactor)
     if isinstance(state, StatsState):
       if model is None:
         raise ValueError("model is required to plan from a StatsState (sufficient statistics)")
@@ -268,7 +315,6 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
       return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.G, nphi,
                          jnp.broadcast_to(nfail, (H, S)), None, hp, refactor, ops=state.M,
                          quad=None if state.quad is None else state.quad[_next_rows(H)])
-    chex.assert_rank(state.phi, 3)
     n = state.phi.shape[1] if size is None else size
     mask = jnp.arange(n) < state.count
     quad = None if state.quad is None else state.quad[:, :n]
@@ -276,7 +322,24 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
                        state.next_phi[:, :n], state.next_fail[:, :n], mask, hp, refactor,
                        quad=quad)
 
+  def _check_q_args(qf, h, phi_all, fail, lead: bool) -> None:
+    """``qf`` one ``QFunction`` of this agent, ``h`` a 0-based step, ``phi_all [A, d]``
+    (``lead``: ``[..., A, d]``), ``fail`` a bool."""
+    _checks.qfunction("qf", qf, H, d)
+    _checks.index("h", h, H, "(step)")
+    _checks.numeric("phi_all", phi_all)
+    if lead:
+      if np.ndim(phi_all) < 2 or tuple(np.shape(phi_all)[-2:]) != (A, d):
+        raise ValueError(f"phi_all must have shape [..., A, d] = [..., {A}, {d}], got "
+                         f"{tuple(np.shape(phi_all))}")
+    else:
+      _checks.shape("phi_all", phi_all, (A, d), "[A, d]")
+    _checks.bool_array("fail", fail)
+
   def q_values(qf: QFunction, h, phi_all, fail):
+    """``[..., A]`` Q_h at features ``phi_all [..., A, d]`` (``h``: 0-based step in
+    ``[0, H - 1]``; ``fail``: whether the state is the fail state)."""
+    _check_q_args(qf, h, phi_all, fail, lead=True)
     return q_fn(qf, h, phi_all, fail)
 
   def act(qf: QFunction, h, phi_all, fail):
@@ -286,9 +349,11 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     of the truncated Q we pick the one with the largest untruncated optimistic value (truncation
     is monotone, so this is always an argmax of Q), then the lowest index. Breaking such ties by
     index alone (``tie_break="first"``, what ``np.argmax`` in the authors' notebooks does) favours
-    action 0 for as long as every action's bonus exceeds the clip.
+    action 0 for as long as every action's bonus exceeds the clip. ``h``: the 0-based step in
+    ``[0, H - 1]``; ``phi_all [A, d]``; ``fail``: a bool.
     """
-    chex.assert_shape(phi_all, (A, d))
+    _check_q_args(qf, h, phi_all, fail, lead=False)
+    _checks.scalar("fail", fail)
     if known is not None:  # argmax([Q_learned, Q_known]): ties go to the learned action
       q = q_fn(qf, h, phi_all, fail)
       return jnp.where(q[known.learned] >= q[known.action], known.learned,
@@ -298,12 +363,19 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
 
   def regression_features(phi_all, a):
     """The regression row of a transition: the taken action's features, or (with a known
-    action) the learned action's features at the visited state, whatever was played."""
+    action) the learned action's features at the visited state, whatever was played.
+    ``phi_all [A, d]``; ``a``: the 0-based action index in ``[0, A - 1]``."""
+    _checks.array("phi_all", phi_all, (A, d), "[A, d]")
+    _checks.index("a", a, A, "(action)")
     if known is not None:
       return phi_all[known.learned]
     return phi_all[a]
 
   def bonus_fn(qf: QFunction, h, phi):
+    """The bonus at features ``phi [..., d]`` of step ``h`` (0-based, ``[0, H - 1]``)."""
+    _checks.qfunction("qf", qf, H, d)
+    _checks.index("h", h, H, "(step)")
+    _check_phi(phi)
     if known is not None:
       phi = phi[..., known.learned, :] if phi.ndim >= 2 and phi.shape[-2] == A else phi
     return _bonus(qf.pinv[h], phi, qf.beta, robust_bonus)
@@ -313,6 +385,13 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     (``model``: for a ``StatsState`` made by ``init_stats(..., model=model)``; ``slot``: the
     buffer slot, default ``state.count``; pass the unbatched episode index under ``vmap`` so the
     store stays an in-place slice update)."""
+    if not isinstance(state, (AgentState, StatsState)):
+      raise TypeError(f"state must be an AgentState (agent.init) or StatsState "
+                      f"(agent.init_stats), got {type(state).__name__}")
+    if model is not None:
+      _check_model_dims(model, "model")
+    if slot is not None and isinstance(state, AgentState):
+      _checks.index("slot", slot, np.shape(state.phi)[1], "(buffer slot)")
     if isinstance(state, StatsState):
       return base.update_stats(state, phi, reward, next_state,
                                phi_table=None if model is None else model.phi)
@@ -320,7 +399,11 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
                               next_phi, next_fail)
 
   def uncertainty(qf: QFunction, h, phi):
-    """Theorem 1's d-rectangular width ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` at ``phi``."""
+    """Theorem 1's d-rectangular width ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` at ``phi``
+    (``h``: 0-based step in ``[0, H - 1]``)."""
+    _checks.qfunction("qf", qf, H, d)
+    _checks.index("h", h, H, "(step)")
+    _check_phi(phi)
     return phi @ base.sqrt_diag(qf.pinv[h])
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
@@ -344,6 +427,12 @@ def stats_atoms(model, horizon: int, num_states: int):
   Returns ``(nphi [H, S, A, d], nfail [S])``: row h holds the features of every state at step
   h + 1 (row H - 1 is unused: ``V_{H+1} = 0``), and whether each state is the fail state.
   """
+  _checks.model(model)
+  horizon = _checks.integer("horizon", horizon, 1)
+  num_states = _checks.integer("num_states", num_states, 1)
+  if tuple(np.shape(model.phi)[:2]) != (horizon, num_states):
+    raise ValueError(f"model.phi must have (H, S) = ({horizon}, {num_states}) leading, got shape "
+                     f"{tuple(np.shape(model.phi))}")
   nphi = model.phi[_next_rows(horizon)]
   nfail = jnp.arange(num_states) == model.fail_state
   return nphi, nfail

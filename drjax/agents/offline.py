@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax import _checks
 from drjax import data as data_lib
 from drjax import robust
 from drjax._precision import exact_matmuls
@@ -175,6 +176,16 @@ def atoms(ds: data_lib.Dataset, weights: Array | None = None, model=None,
   next state, ``g[h, s'] = sum_{tau: s'_tau = s'} w_tau phi_tau``, with every state's features
   from the model, so the cost no longer grows with N after aggregation.
   """
+  _checks.instance("ds", ds, data_lib.Dataset, "a drjax.data.Dataset (data.collect / data.load)")
+  _checks.choice("form", form, ("buffer", "stats"))
+  H, N = np.shape(ds.phi)[:2]
+  if weights is not None:
+    _checks.array("weights", weights, (H, N), "[H, N]")
+  if model is not None:
+    _checks.model(model)
+  elif form == "stats":
+    raise ValueError("form='stats' (sufficient statistics) needs model= (the environment's "
+                     "LinearModel at the data's params)")
   dtype = ds.phi.dtype
   H = ds.phi.shape[0]
   wv = ds.valid.astype(dtype)[None, :]
@@ -206,8 +217,7 @@ def _cast(ds: data_lib.Dataset, dtype) -> data_lib.Dataset:
 
 
 def _resolve_form(form: str, model, ds) -> str:
-  if form not in FORMS:
-    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+  _checks.choice("form", form, FORMS)
   if form == "stats" and model is None:
     raise ValueError("form='stats' (sufficient statistics) needs model= (the environment's "
                      "LinearModel at the data's params)")
@@ -220,38 +230,25 @@ def _resolve_form(form: str, model, ds) -> str:
 # Hyperparameters (host side).
 
 
-def _span(a: np.ndarray) -> str:
-  """``[min, max]`` of the values, NaN included (no all-NaN warning)."""
-  return "[nan, nan]" if np.all(np.isnan(a)) else f"[{np.nanmin(a)}, {np.nanmax(a)}]" + (
-      " and NaN" if np.any(np.isnan(a)) else "")
-
-
 def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
-  """Field-by-field checks naming the field (leading batch axes allowed)."""
+  """Field-by-field checks naming the field (leading batch axes allowed); skipped when traced."""
+  if not _checks.is_concrete(hp):
+    return
   batch = []
   rho_max = _RHO_MAX.get(type(hp), 1.0)
   for field, x in hp._asdict().items():
-    if isinstance(x, jax.core.Tracer):
-      return
-    a = np.asarray(x, dtype=np.float64)
+    label = f"{name} hparams.{field}"
+    a = _checks._values(label, x)  # pylint: disable=protected-access
     if field in HD_FIELDS:
-      if a.ndim < 2 or a.shape[-2:] != (horizon, feature_dim):
-        raise ValueError(f"{name} hparams.{field} must have shape (..., H, d) = (..., {horizon}, "
-                         f"{feature_dim}), got {a.shape}")
-      if field == "rho" and (np.any(~np.isfinite(a)) or a.min() < 0 or a.max() > rho_max):
-        rng = "[0, 1]" if rho_max == 1.0 else ">= 0 (finite)"
-        raise ValueError(f"{name} hparams.rho must lie in {rng}, got values in {_span(a)}")
-      if field == "reg_weight" and (np.any(~np.isfinite(a)) or a.min() <= 0):
-        raise ValueError(f"{name} hparams.reg_weight (the regularization weight) must be > 0 and "
-                         f"finite, got values in {_span(a)}")
+      hi = None if (field == "reg_weight" or rho_max == np.inf) else rho_max
+      _checks.rho(label, a, (horizon, feature_dim), what="(..., H, d)", batch=True, hi=hi,
+                  lo_open=field == "reg_weight")
       batch.append(a.shape[:-2])
       continue
     lo_open = field == "lam"
-    if not np.all(np.isfinite(a)) or (np.any(a <= 0) if lo_open else np.any(a < 0)):
-      rng = "> 0" if lo_open else ">= 0"
-      raise ValueError(f"{name} hparams.{field} must be {rng}, got {a.min()}")
+    _checks.in_range(label, a, 0, lo_open=lo_open)
     if field == "lam" and not jax.config.jax_enable_x64 and np.any(a < base.MIN_LAM_FLOAT32):
-      raise ValueError(f"{name} hparams.lam must be >= {base.MIN_LAM_FLOAT32} in float32, got "
+      raise ValueError(f"{label} must be >= {base.MIN_LAM_FLOAT32} in float32, got "
                        f"{a.min()} (the ridge system is singular in float32 below it)")
     batch.append(a.shape)
   try:
@@ -263,10 +260,11 @@ def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
 
 def check_hparams(agent: OfflineAgent, hparams) -> None:
   """``TypeError`` for hyperparameters of another agent, ``ValueError`` naming a bad field."""
+  _check_agent(agent)
   cls = agent.hparams_type
   if not isinstance(hparams, cls):
     fields = ", ".join(cls._fields)
-    raise TypeError(f"{agent.name} takes {cls.__name__}({fields}) (agent.make_hparams / "
+    raise TypeError(f"hparams: {agent.name} takes {cls.__name__}({fields}) (agent.make_hparams / "
                     f"drjax.agents.make_hparams), got {type(hparams).__name__}")
   _validate_fields(hparams, agent.config.horizon, agent.config.feature_dim, agent.name)
 
@@ -285,10 +283,10 @@ def theory_hparams(agent: OfflineAgent, num_trajectories: int, delta: float = 0.
   * VA-DRPVI (Thm. 5.2): ``lambda = 1 / H^2``, ``beta = sqrt(d)`` (``O~(sqrt d)``; the log factor
     is left out).
   """
+  _check_agent(agent)
   H, d = agent.config.horizon, agent.config.feature_dim
   K = base.check_int("num_trajectories", num_trajectories)
-  if not 0 < delta < 1:
-    raise ValueError(f"delta must lie in (0, 1), got {delta}")
+  delta = _checks.number("delta", delta, 0, 1, lo_open=True, hi_open=True)
   if agent.hparams_type is PEVIHParams:
     return {"beta": d * H * math.sqrt(math.log(2 * d * H * K / delta)), "lam": 1.0}
   if agent.hparams_type is DRPVIHParams:
@@ -307,8 +305,11 @@ def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
   ``rho`` may be a scalar (every (h, i)) or an ``[..., H, d]`` array; leading batch axes of the
   fields are broadcast to one common batch shape, so ``jax.vmap`` over the result (``in_axes=0``)
   sweeps the grid with one compilation. A name the agent does
-  not have (e.g. ``rho`` for PEVI) is a ``ValueError`` listing its hyperparameters.
+  not have (e.g. ``rho`` for PEVI) is a ``ValueError`` listing its hyperparameters; a string,
+  boolean, None or NaN value a ``TypeError``/``ValueError`` naming the field.
   """
+  _check_agent(agent)
+  _checks.dtype("dtype", dtype)
   cls = agent.hparams_type
   unknown = sorted(set(values) - set(cls._fields))
   if unknown:
@@ -317,7 +318,9 @@ def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
   H, d = agent.config.horizon, agent.config.feature_dim
   out = {}
   for f in cls._fields:
-    x = np.asarray(values.get(f, EXPERIMENT_DEFAULTS[f]), np.float64)
+    x = values.get(f, EXPERIMENT_DEFAULTS[f])
+    _checks.require_concrete(f, x, "make_hparams validates its values on the host")
+    x = _checks._values(f"{agent.name} hparams.{f}", x)  # pylint: disable=protected-access
     if f in HD_FIELDS and x.ndim == 0:
       x = np.full((H, d), float(x))
     out[f] = x
@@ -340,17 +343,18 @@ def _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
   H = base.check_int("horizon H", horizon)
   d = base.check_int("feature_dim d", feature_dim)
   A = base.check_int("num_actions A", num_actions)
-  if penalty not in allowed_penalties:
-    raise ValueError(f"penalty must be one of {allowed_penalties}, got {penalty!r}")
-  if truncation not in pieces.TRUNCATIONS:
-    raise ValueError(f"truncation must be one of {pieces.TRUNCATIONS}, got {truncation!r}")
-  if vmin not in VMIN_MODES:
-    raise ValueError(f"vmin must be one of {VMIN_MODES}, got {vmin!r}")
+  _checks.choice("penalty", penalty, allowed_penalties)
+  _checks.choice("truncation", truncation, pieces.TRUNCATIONS)
+  _checks.choice("vmin", vmin, VMIN_MODES)
   if not isinstance(fail_zero, (bool, np.bool_)):
     raise TypeError(f"fail_zero must be a bool, got {fail_zero!r}")
-  if tie_break not in base.TIE_BREAKS:
-    raise ValueError(f"tie_break must be one of {base.TIE_BREAKS}, got {tie_break!r}")
+  _checks.choice("tie_break", tie_break, base.TIE_BREAKS)
   return H, d, A
+
+
+def _check_agent(agent) -> None:
+  _checks.instance("agent", agent, OfflineAgent, "an offline agent (drjax.drpvi(...), "
+                   "drjax.agents.offline.pevi(...), registry.make(...))")
 
 
 def pevi(horizon: int, feature_dim: int, num_actions: int, *, truncation: str = "paper",
@@ -424,8 +428,7 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
   """
   H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
                            fail_zero, tie_break)
-  if variance not in VARIANCES:
-    raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+  _checks.choice("variance", variance, VARIANCES)
   if grid_size and variance != "alg2":
     raise ValueError("grid_size applies to variance='alg2' only")
   grid_size = base.check_int("grid_size", grid_size, 0)
@@ -455,8 +458,7 @@ def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str =
   (``penalty="notebook"``: the public code's form), ``Q = clip(phi^T (theta + w) - penalty, 0,
   H - h + 1)``. Hyperparameters: ``R2PVIHParams(reg_weight, beta, lam)``.
   """
-  if divergence not in R2PVI_DIVERGENCES:
-    raise ValueError(f"divergence must be one of {R2PVI_DIVERGENCES}, got {divergence!r}")
+  _checks.choice("divergence", divergence, R2PVI_DIVERGENCES)
   H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
                            fail_zero, tie_break)
   cfg = OfflineConfig(H, d, A, penalty, truncation, vmin, bool(fail_zero), tie_break)
@@ -492,8 +494,8 @@ def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "
   """
   H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, "zero",
                            fail_zero, tie_break)
-  if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-    raise ValueError(f"tol (the search tolerance in log alpha) must lie in (0, 1), got {tol!r}")
+  tol = _checks.number("tol (the search tolerance in log alpha)", tol, 0, 1, lo_open=True,
+                       hi_open=True)
   cfg = OfflineConfig(H, d, A, penalty, truncation, "zero", bool(fail_zero), tie_break,
                       tol=float(tol))
   return _build("DRVI-L", "drvi-l", cfg)
@@ -518,7 +520,27 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
   q_at = functools.partial(pieces.linear_q, sign=-1.0, width_form=cfg.penalty,
                            truncation=cfg.truncation, fail_zero=cfg.fail_zero)
 
+  def _check_q_args(qf, h, phi_all, fail, lead: bool) -> None:
+    _checks.qfunction("qf", qf, H, d)
+    _checks.index("h", h, H, "(step)")
+    _checks.numeric("phi_all", phi_all)
+    if lead:
+      if np.ndim(phi_all) < 2 or tuple(np.shape(phi_all)[-2:]) != (A, d):
+        raise ValueError(f"phi_all must have shape [..., A, d] = [..., {A}, {d}], got "
+                         f"{tuple(np.shape(phi_all))}")
+    else:
+      _checks.shape("phi_all", phi_all, (A, d), "[A, d]")
+      _checks.scalar("fail", fail)
+    _checks.bool_array("fail", fail)
+
   def q_values(qf: QFunction, h, phi_all, fail, clip: bool = True):
+    """``[..., A]`` pessimistic Q_h at ``phi_all [..., A, d]`` (``h``: 0-based step in
+    ``[0, H - 1]``; ``fail``: bool)."""
+    _check_q_args(qf, h, phi_all, fail, lead=True)
+    _checks.boolean("clip", clip)
+    return _q_values(qf, h, phi_all, fail, clip)
+
+  def _q_values(qf: QFunction, h, phi_all, fail, clip: bool = True):
     q = q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail)
     if clip:
       return q
@@ -526,11 +548,19 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
 
   def act(qf: QFunction, h, phi_all, fail):
     """Greedy action; ties after truncation go to the largest untruncated value
-    (``tie_break="optimistic"``) or the lowest index (``"first"``)."""
-    q = q_values(qf, h, phi_all, fail, clip=cfg.tie_break == "first")
+    (``tie_break="optimistic"``) or the lowest index (``"first"``). ``h``: 0-based step in
+    ``[0, H - 1]``; ``phi_all [A, d]``."""
+    _check_q_args(qf, h, phi_all, fail, lead=False)
+    q = _q_values(qf, h, phi_all, fail, clip=cfg.tie_break == "first")
     return jnp.argmax(q).astype(jnp.int32)
 
   def width_fn(qf: QFunction, h, phi):
+    """The penalty's width at ``phi [..., d]`` of step ``h`` (0-based, ``[0, H - 1]``)."""
+    _checks.qfunction("qf", qf, H, d)
+    _checks.index("h", h, H, "(step)")
+    _checks.numeric("phi", phi)
+    if np.ndim(phi) < 1 or np.shape(phi)[-1] != d:
+      raise ValueError(f"phi must have shape [..., d] = [..., {d}], got {tuple(np.shape(phi))}")
     return pieces.width(qf.pinv[h], phi, cfg.penalty)
 
   def vmin_of(mode, v, mask, at, h, q_next):
@@ -609,15 +639,17 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       the ``QFunction`` (``w = theta + nu`` for the robust algorithms, the ridge solution for
       PEVI; ``pinv`` the (weighted) ``Lambda_h^-1``).
     """
+    _checks.instance("ds", ds, data_lib.Dataset, "a drjax.data.Dataset (data.collect / "
+                     "data.load)")
+    if model is not None:
+      _checks.model(model)
     if form == "auto" and agent.needs_pilot and cfg.variance == "alg2":
       form = "buffer"
     form = _resolve_form(form, model, ds)
     _check_hparam_shapes(agent, hparams)
     if agent.needs_pilot and cfg.variance == "alg2" and form == "stats":
       raise ValueError("variance='alg2' runs in the buffer form only: fit(..., form='buffer')")
-    concrete = not any(isinstance(x, jax.core.Tracer)
-                       for x in jax.tree_util.tree_leaves((ds, hparams, pilot, model)))
-    if concrete:
+    if _checks.is_concrete(ds, hparams, pilot, model):
       _check_fit_args(agent, ds, hparams, pilot, model, form)
     return _fit_jit(ds, hparams, pilot, model, form)
 
@@ -698,9 +730,12 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     return variance_weights(ds, p_at, p_qf.pinv, p_v, jnp.asarray(hparams.var_shift, dtype))
 
   def weights(ds, hparams, pilot, model=None, form: str = "auto"):
+    _checks.instance("ds", ds, data_lib.Dataset, "a drjax.data.Dataset")
+    if model is not None:
+      _checks.model(model)
     form = _resolve_form(form, model, ds)
-    if not any(isinstance(x, jax.core.Tracer)
-               for x in jax.tree_util.tree_leaves((ds, hparams, pilot, model))):
+    _check_hparam_shapes(agent, hparams)
+    if _checks.is_concrete(ds, hparams, pilot, model):
       _check_fit_args(agent, ds, hparams, pilot, model, form)
     return _weights_jit(ds, hparams, pilot, model, form)
 

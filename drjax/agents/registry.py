@@ -27,8 +27,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-import numpy as np
-
 __all__ = ["AgentSpec", "register", "get", "names", "specs", "make", "make_hparams",
            "UnknownAgentError"]
 
@@ -86,6 +84,13 @@ _REGISTRY: dict[str, AgentSpec] = {}
 
 def register(spec: AgentSpec) -> AgentSpec:
   """Adds ``spec`` (a name registered twice is an error)."""
+  if not isinstance(spec, AgentSpec):
+    raise TypeError(f"spec must be an AgentSpec, got {type(spec).__name__}")
+  if not isinstance(spec.name, str) or not spec.name:
+    raise TypeError(f"spec.name must be a non-empty string, got {spec.name!r}")
+  if not callable(spec.factory):
+    raise TypeError(f"spec.factory must be a function (horizon, feature_dim, num_actions, "
+                    f"**options) -> agent, got {type(spec.factory).__name__}")
   if spec.kind not in ("online", "offline"):
     raise ValueError(f"kind must be 'online' or 'offline', got {spec.kind!r}")
   if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
@@ -96,11 +101,13 @@ def register(spec: AgentSpec) -> AgentSpec:
 
 def names(kind: str | None = None) -> tuple[str, ...]:
   """Registered names, in registration order (``kind``: only online or offline agents)."""
+  _check_kind(kind)
   _load()
   return tuple(n for n, s in _REGISTRY.items() if kind is None or s.kind == kind)
 
 
 def specs(kind: str | None = None) -> tuple[AgentSpec, ...]:
+  """The registered specs, in registration order (``kind``: only online or offline agents)."""
   return tuple(get(n) for n in names(kind))
 
 
@@ -108,15 +115,32 @@ def get(name: str) -> AgentSpec:
   """The spec of ``name``; an unknown name raises ``UnknownAgentError`` listing the registered
   agents."""
   _load()
-  if not isinstance(name, str) or name not in _REGISTRY:
+  if not isinstance(name, str):
+    raise TypeError(f"name must be an agent name (a string), one of {', '.join(_REGISTRY)}; got "
+                    f"{type(name).__name__} {name!r}")
+  if name not in _REGISTRY:
     raise UnknownAgentError(f"unknown agent {name!r}; registered agents: "
                             f"{', '.join(_REGISTRY)}")
   return _REGISTRY[name]
 
 
-def _dims(env_or_dims):
+def _check_kind(kind) -> None:
+  if kind is not None and kind not in ("online", "offline"):
+    raise ValueError(f"kind must be None, 'online' or 'offline', got {kind!r}")
+
+
+def _dims(env_or_dims, name: str = "env"):
+  """``(H, d, A)`` of an environment or an ``(H, d, A)`` tuple of integers >= 1."""
+  from drjax import _checks  # pylint: disable=g-import-not-at-top
   if isinstance(env_or_dims, tuple):
-    return env_or_dims
+    if len(env_or_dims) != 3:
+      raise ValueError(f"{name} must be an environment or an (H, d, A) tuple, got "
+                       f"{env_or_dims!r}")
+    return tuple(_checks.integer(f"{name}[{k}] ({n})", x, 1)
+                 for k, (n, x) in enumerate(zip(("H", "d", "A"), env_or_dims)))
+  if not all(hasattr(env_or_dims, f) for f in ("horizon", "feature_dim", "num_actions")):
+    raise TypeError(f"{name} must be an environment (LinearMDP(), PutOption(), ...) or an "
+                    f"(H, d, A) tuple, got {type(env_or_dims).__name__}")
   return env_or_dims.horizon, env_or_dims.feature_dim, env_or_dims.num_actions
 
 
@@ -160,7 +184,7 @@ def _online_hparams(spec, H, d, A, dtype=None, **values):
   values.setdefault("beta", 1.0)
   values.setdefault("lam", 0.1)
   rho = values.pop("rho", 0.0)
-  return base.make_hparams(H, d, rho=np.asarray(rho, np.float64), dtype=dtype, **values)
+  return base.make_hparams(H, d, rho=rho, dtype=dtype, **values)
 
 
 def _offline_hparams(spec, H, d, A, dtype=None, **values):

@@ -48,8 +48,8 @@ def make(name: str, **kwargs) -> Environment:
   Returns:
     The environment; raises ``ValueError`` for an unknown name or invalid arguments.
   """
-  if name not in _REGISTRY:
-    raise ValueError(f"name must be one of {sorted(_REGISTRY)}, got {name!r}")
+  from drjax import _checks  # pylint: disable=g-import-not-at-top
+  _checks.choice("name", name, tuple(sorted(_REGISTRY)))
   return _REGISTRY[name](**kwargs)
 
 

@@ -16,6 +16,11 @@ environment"):
 * ``theta(params) -> [H, d]`` the known reward parameters (used by DR-LSVI-UCB)
 * ``validate(params)`` host-side check that raises ``ValueError`` naming the bad parameter
 
+Actions are 0-based indices in ``[0, A - 1]`` and steps ``h`` 0-based in ``[0, H - 1]``; the
+built-in environments reject concrete out-of-range actions, states and steps (``ValueError``
+naming the argument and the range), wrong keys and params of another environment
+(``TypeError``).
+
 Finite environments additionally export their exact model with ``model(params) -> LinearModel``.
 """
 
@@ -38,7 +43,7 @@ class LinearModel(NamedTuple):
     theta: ``[H, d]`` reward parameters; rewards are ``phi @ theta_h``.
     mu: ``[H, d, S]`` nominal factor distributions (each row a distribution over states).
     reward: ``[H, S, A]`` rewards (equal to ``phi[h] @ theta[h]`` for linear rewards).
-    fail_state: ``[]`` int index of the fail state.
+    fail_state: ``[]`` int, the 0-based index of the fail state in ``[0, S - 1]`` (-1: none).
     init_dist: ``[S]`` initial-state distribution.
   """
 
@@ -115,6 +120,9 @@ def sample_categorical(key: chex.PRNGKey, probs: Array) -> Array:
   ``searchsorted`` loop; for the handful of states of drjax's environments, comparing against all
   of them at once is the same index (``side="left"``) and vectorizes under ``vmap``.
   """
+  from drjax import _checks  # pylint: disable=g-import-not-at-top
+  _checks.key("key", key)
+  _checks.array("probs", probs, (None,), "[S]")
   p_cuml = jax.numpy.cumsum(probs)
   r = p_cuml[-1] * (1 - jax.random.uniform(key, (), dtype=p_cuml.dtype))
   return jax.numpy.sum(p_cuml < r).astype(jax.numpy.int32)

@@ -91,13 +91,26 @@ class LinearMDPState(NamedTuple):
 
 
 def _concrete(name: str, x) -> np.ndarray:
-  """``np.asarray(x)``, or a ``TypeError`` saying why if ``x`` is traced (inside jit/vmap)."""
-  try:
-    return np.asarray(x)
-  except jax.errors.TracerArrayConversionError as e:
-    raise TypeError(
-        f"validate() needs concrete params, but {name} is traced; call it outside jit/vmap."
-    ) from e
+  """``x`` as a NumPy array of real numbers; ``TypeError`` if ``x`` is traced (inside jit/vmap:
+  validate() needs concrete params) or is not numeric (a string, a boolean, None)."""
+  _checks.require_concrete(name, x, "validate() reads the params' values")
+  if not isinstance(x, (str, bytes, bool, np.bool_)) and x is not None:
+    try:
+      a = np.asarray(x)
+    except Exception:  # pylint: disable=broad-except
+      a = None
+    if a is not None and np.issubdtype(a.dtype, np.integer):
+      return a
+  return _checks._values(name, x)  # pylint: disable=protected-access
+
+
+def _check_state(state, cls, env) -> None:
+  """``state`` an instance of ``cls`` whose concrete step ``h`` lies in ``[0, H - 1]`` (and state
+  index ``s`` in ``[0, S - 1]`` for finite environments)."""
+  _checks.instance("state", state, cls, f"a {cls.__name__} (env.reset / env.step)")
+  _checks.index("state.h", state.h, env.horizon, "(step)")
+  if hasattr(state, "s"):
+    _checks.index("state.s", state.s, env.num_states, "(state)")
 
 
 def _check(ok, msg: str, **values) -> None:
@@ -124,13 +137,14 @@ def target_params(source_params: LinearMDPParams, q) -> LinearMDPParams:
 
   Args:
     source_params: source-domain params (``delta``, ``p``, ``xi_norm`` are kept).
-    q: perturbation level(s) in ``[0, 1]``.
+    q: perturbation level(s) in ``[0, 1]`` (checked when concrete).
 
   Returns:
     ``LinearMDPParams`` with ``target = 1`` and the given ``q``.
   """
   _checks.params_type(source_params, LinearMDPParams, "LinearMDP", "source_params")
   _checks.numbers_(q=q)
+  _checks.in_range("q", q, 0, 1)
   dtype = _float_dtype()
   q = jnp.asarray(q, dtype=dtype)
   shape = q.shape
@@ -262,11 +276,13 @@ class LinearMDP(FiniteEnvironment):
 
   def theta(self, params: LinearMDPParams) -> Array:
     """``[H, d]`` reward parameters ``theta_1 = 0``, ``theta_2 = theta_3 = (0, 0, 0, 1)``."""
+    _checks.params_type(params, LinearMDPParams, "LinearMDP")
     dtype = jnp.result_type(params.delta)
     return jnp.asarray([[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 1]], dtype=dtype)
 
   def model(self, params: LinearMDPParams) -> LinearModel:
     """Exact ``LinearModel`` (phi ``[H,S,A,d]``, mu ``[H,d,S]``, ...); jit/vmap friendly."""
+    _checks.params_type(params, LinearMDPParams, "LinearMDP")
     phi = jnp.broadcast_to(self._phi_table(params)[None],
                            (HORIZON, NUM_STATES, NUM_ACTIONS, FEATURE_DIM))
     theta = self.theta(params)
@@ -281,7 +297,11 @@ class LinearMDP(FiniteEnvironment):
 
   # ---------------------------------------------------------------- dynamics
   def reset(self, key: chex.PRNGKey, params: LinearMDPParams) -> LinearMDPState:
-    """The initial state is always ``x1`` at step ``h = 0`` (``key`` is unused)."""
+    """The initial state is always ``x1`` at step ``h = 0`` (``key`` is unused: a PRNG key or
+    None)."""
+    if key is not None:
+      _checks.key("key", key)
+    _checks.params_type(params, LinearMDPParams, "LinearMDP")
     del key, params
     return LinearMDPState(s=jnp.asarray(X1, jnp.int32), h=jnp.asarray(0, jnp.int32))
 
@@ -292,12 +312,16 @@ class LinearMDP(FiniteEnvironment):
     Args:
       key: PRNG key.
       state: current state (``h < H``).
-      action: int index into ``action_vectors()``.
+      action: 0-based int index into ``action_vectors()``, in ``[0, 15]``.
       params: ``LinearMDPParams``.
 
     Returns:
       ``(next_state, reward, done)`` with ``done = (h + 1 == H)``.
     """
+    _checks.key("key", key)
+    _check_state(state, LinearMDPState, self)
+    _checks.index("action", action, NUM_ACTIONS, "(action)")
+    _checks.params_type(params, LinearMDPParams, "LinearMDP")
     h = jnp.clip(state.h, 0, HORIZON - 1)
     phi = self._phi_table(params)[state.s, action]  # [d]
     probs = phi @ self._mu(params)[h]  # [S]
@@ -308,9 +332,13 @@ class LinearMDP(FiniteEnvironment):
 
   def phi_all(self, state: LinearMDPState, params: LinearMDPParams) -> Array:
     """``[A, d]`` features of every action at ``state``."""
+    _checks.instance("state", state, LinearMDPState, "a LinearMDPState (env.reset / env.step)")
+    _checks.index("state.s", state.s, NUM_STATES, "(state)")
+    _checks.params_type(params, LinearMDPParams, "LinearMDP")
     return self._phi_table(params)[state.s]
 
   def is_fail(self, state: LinearMDPState, params: LinearMDPParams) -> Array:
     """Whether ``state`` is the fail state ``x4``."""
+    _checks.instance("state", state, LinearMDPState, "a LinearMDPState (env.reset / env.step)")
     del params
     return state.s == FAIL_STATE

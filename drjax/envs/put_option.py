@@ -25,8 +25,10 @@ The notebook draws one initial price per seed and reuses it in every episode; us
 ``s0 * UP**j * DOWN**(h - j)`` after ``j`` up-moves, whatever their order: a recombining lattice
 with ``h + 1`` nodes at step ``h``. Given ``s0`` the put option is therefore a finite MDP, and
 ``lattice_prices`` / ``lattice_value`` / ``optimal_stopping_action`` evaluate policies and optimal
-(robust) stopping on it exactly (``drjax.evaluate.put_option_exact_values`` builds on them). Params are traced under ``jit`` and
-cannot be checked there; build them with ``make_params`` or call ``validate``.
+(robust) stopping on it exactly (``drjax.put_lattice``, re-exported by ``drjax.evaluate``, values
+whole policies with them). Params are traced under ``jit`` and cannot be checked there; build them
+with ``make_params`` or call ``validate``. Steps ``h`` and actions (``EXERCISE = 0``, ``HOLD = 1``)
+are 0-based; concrete out-of-range values are ``ValueError``s naming the argument.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax.envs.base import Environment
-from drjax.envs.linear_mdp import _check, _concrete, _float_dtype
+from drjax.envs.linear_mdp import _check, _check_state, _concrete, _float_dtype
 
 Array = jax.Array
 
@@ -93,6 +95,8 @@ def fixed_initial_price(key: chex.PRNGKey, params: PutOptionParams) -> PutOption
     ``params`` with ``init_low = init_high = s_0``; every ``reset`` then starts at ``s_0``.
     ``jax.vmap(fixed_initial_price, in_axes=(0, None))(keys, params)`` gives one per seed.
   """
+  _checks.key("key", key)
+  _checks.params_type(params, PutOptionParams, "PutOption")
   s0 = jax.random.uniform(key, (), jnp.result_type(params.init_low),
                           minval=params.init_low, maxval=params.init_high)
   return params._replace(init_low=s0, init_high=s0)
@@ -113,14 +117,9 @@ class PutOption(Environment):
   variant: str = "paper"
 
   def __post_init__(self):
-    if not isinstance(self.num_anchors, (int, np.integer)) or isinstance(self.num_anchors, bool) \
-        or self.num_anchors < 2:
-      raise ValueError(f"num_anchors must be an integer >= 2, got {self.num_anchors!r}")
-    if not isinstance(self.horizon, (int, np.integer)) or isinstance(self.horizon, bool) \
-        or self.horizon < 1:
-      raise ValueError(f"horizon must be an integer >= 1, got {self.horizon!r}")
-    if self.variant not in VARIANTS:
-      raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+    _checks.integer("num_anchors", self.num_anchors, 2)
+    _checks.integer("horizon", self.horizon, 1)
+    _checks.choice("variant", self.variant, VARIANTS)
 
   @property
   def num_actions(self) -> int:
@@ -157,10 +156,12 @@ class PutOption(Environment):
   def target_params(self, source_params: PutOptionParams, p_u) -> PutOptionParams:
     """Target domains with price-up probability ``p_u`` (scalar or array; fields broadcast).
 
-    For ``p_u`` of shape ``[N]`` every field gets shape ``[N]``, ready for ``jax.vmap``.
+    For ``p_u`` of shape ``[N]`` every field gets shape ``[N]``, ready for ``jax.vmap``;
+    ``p_u`` must lie in ``[0, 1]`` (checked when concrete).
     """
     _checks.params_type(source_params, PutOptionParams, "PutOption", "source_params")
     _checks.numbers_(p_u=p_u)
+    _checks.in_range("p_u", p_u, 0, 1)
     dtype = _float_dtype()
     p_u = jnp.asarray(p_u, dtype)
     b = lambda x: jnp.broadcast_to(jnp.asarray(x, dtype), p_u.shape)  # noqa: E731
@@ -181,11 +182,14 @@ class PutOption(Environment):
   # ---------------------------------------------------------------- features and rewards
   def hat_features(self, price: Array) -> Array:
     """``[d]`` hat functions ``varphi_i(s) = max(0, 1 - |s - s_i| / Delta)`` (Section 6.2)."""
+    _checks.numeric("price", price)
+    _checks.finite("price", price)
     anchors = jnp.asarray(self.anchors, jnp.result_type(price))
     return jnp.maximum(0.0, 1.0 - jnp.abs(price - anchors) / self.spacing)
 
   def phi_all(self, state: PutOptionState, params: PutOptionParams) -> Array:
     """``[2, d+1]`` features of (exercise, hold) at ``state``; all zero in the exit state."""
+    _checks.instance("state", state, PutOptionState, "a PutOptionState (env.reset / env.step)")
     del params
     price = jnp.asarray(state.price)
     payoff = jnp.maximum(0.0, STRIKE - price)
@@ -200,6 +204,7 @@ class PutOption(Environment):
     Paper: ``[max(0, 100 - s_1), ..., max(0, 100 - s_d), 0]``, so ``phi(s, exercise) . theta``
     interpolates the payoff linearly between anchors. Notebook: ``e_{d+1}``, exact payoff.
     """
+    _checks.params_type(params, PutOptionParams, "PutOption")
     dtype = jnp.result_type(params.p_u)
     if self.variant == "paper":
       row = np.append(np.maximum(0.0, STRIKE - self.anchors), 0.0)
@@ -209,12 +214,15 @@ class PutOption(Environment):
 
   def is_fail(self, state: PutOptionState, params: PutOptionParams) -> Array:
     """The exit state (after exercising) is the fail state: absorbing, reward 0, phi = 0."""
+    _checks.instance("state", state, PutOptionState, "a PutOptionState (env.reset / env.step)")
     del params
     return jnp.asarray(state.exited)
 
   # ---------------------------------------------------------------- dynamics
   def reset(self, key: chex.PRNGKey, params: PutOptionParams) -> PutOptionState:
     """``s_0 ~ U[init_low, init_high]``, not exited, ``h = 0``."""
+    _checks.key("key", key)
+    _checks.params_type(params, PutOptionParams, "PutOption")
     price = jax.random.uniform(key, (), jnp.result_type(params.init_low),
                                minval=params.init_low, maxval=params.init_high)
     return PutOptionState(price=price, exited=jnp.asarray(False), h=jnp.asarray(0, jnp.int32))
@@ -226,7 +234,7 @@ class PutOption(Environment):
     Args:
       key: PRNG key.
       state: current state.
-      action: ``0`` (exercise) or ``1`` (hold).
+      action: ``0`` (exercise) or ``1`` (hold), a 0-based action index.
       params: ``PutOptionParams``.
 
     Returns:
@@ -234,6 +242,10 @@ class PutOption(Environment):
       pays 0 and moves the price by 1.02 (w.p. ``p_u``) or 0.98; the exit state stays put with
       reward 0. ``done = (h + 1 == H)``.
     """
+    _checks.key("key", key)
+    _check_state(state, PutOptionState, self)
+    _checks.index("action", action, 2, "(action: 0 exercise, 1 hold)")
+    _checks.params_type(params, PutOptionParams, "PutOption")
     price = jnp.asarray(state.price)
     active = jnp.logical_not(state.exited)
     exercise = jnp.asarray(action) == EXERCISE
@@ -252,6 +264,7 @@ class PutOption(Environment):
 
 def lattice_nodes(horizon: int) -> tuple[np.ndarray, np.ndarray]:
   """Static ``(h, j)`` index arrays of the ``H (H + 1) / 2`` lattice nodes (``0 <= j <= h < H``)."""
+  horizon = _checks.integer("horizon", horizon, 1)
   hs, js = np.tril_indices(horizon)
   return hs.astype(np.int32), js.astype(np.int32)
 
@@ -268,11 +281,22 @@ def lattice_prices(s0, horizon: int) -> Array:
   Returns:
     ``[H, H]`` prices.
   """
+  horizon = _checks.integer("horizon", horizon, 1)
+  _checks.numeric("s0", s0)
+  _checks.scalar("s0", s0)
+  _checks.in_range("s0", s0, 0, lo_open=True)
   s0 = jnp.asarray(s0)
   dtype = jnp.result_type(s0, float)
   h = jnp.arange(horizon, dtype=dtype)[:, None]
   j = jnp.arange(horizon, dtype=dtype)[None, :]
   return s0.astype(dtype) * jnp.power(UP, j) * jnp.power(DOWN, h - j)
+
+
+def _check_probabilities(p_u, rho) -> None:
+  """``p_u`` and ``rho`` scalars in ``[0, 1]`` (values checked when concrete)."""
+  for name, x in (("p_u", p_u), ("rho", rho)):
+    _checks.array(name, x, ())
+    _checks.in_range(name, x, 0, 1)
 
 
 def _hold_value(v_up: Array, v_down: Array, p_u, rho) -> Array:
@@ -304,8 +328,12 @@ def lattice_value(actions: Array, prices: Array, p_u, rho=0.0) -> Array:
   Returns:
     ``[]`` value ``V_0(s0)``.
   """
-  chex.assert_rank(actions, 2)
-  chex.assert_equal_shape((actions, prices))
+  if np.ndim(actions) != 2 or np.shape(actions)[0] != np.shape(actions)[1]:
+    raise ValueError(f"actions must have shape [H, H], got {tuple(np.shape(actions))}")
+  _checks.indices("actions", actions, 2, "actions (0 exercise, 1 hold)")
+  _checks.array("prices", prices, np.shape(actions), "[H, H]")
+  _checks.finite("prices", prices)
+  _check_probabilities(p_u, rho)
   H = actions.shape[0]
   dtype = jnp.result_type(prices, float)
   payoff = jnp.maximum(0.0, STRIKE - prices)
@@ -339,7 +367,11 @@ def optimal_stopping_action(h, price, horizon: int, p_u, rho=0.0) -> Array:
   Returns:
     ``[]`` int32 action.
   """
-  H = horizon
+  H = _checks.integer("horizon", horizon, 1)
+  _checks.index("h", h, H, "(step)")
+  _checks.array("price", price, ())
+  _checks.in_range("price", price, 0, lo_open=True)
+  _check_probabilities(p_u, rho)
   price = jnp.asarray(price)
   dtype = jnp.result_type(price, float)
   j = jnp.arange(H + 1, dtype=dtype)

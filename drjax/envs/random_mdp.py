@@ -22,7 +22,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax.envs.base import FiniteEnvironment, LinearModel, sample_categorical
-from drjax.envs.linear_mdp import _check, _concrete, _float_dtype
+from drjax.envs.linear_mdp import _check, _check_state, _concrete, _float_dtype
 
 Array = jax.Array
 
@@ -52,10 +52,6 @@ class RandomMDPState(NamedTuple):
 
   s: Array
   h: Array
-
-
-def _is_int(x) -> bool:
-  return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _flat_dirichlets(key: chex.PRNGKey, concentration: float, shapes, dtype) -> list[Array]:
@@ -100,9 +96,7 @@ class RandomLinearMDP(FiniteEnvironment):
 
   def __post_init__(self):
     for name, lo in (("num_states", 2), ("num_actions", 1), ("feature_dim", 2), ("horizon", 1)):
-      value = getattr(self, name)
-      if not _is_int(value) or value < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
+      _checks.integer(name, getattr(self, name), lo)
 
   @property
   def _shapes(self) -> dict[str, tuple[int, ...]]:
@@ -129,11 +123,11 @@ class RandomLinearMDP(FiniteEnvironment):
     Returns:
       ``RandomMDPParams``.
     """
-    if isinstance(concentration, bool) or not isinstance(concentration, (int, float, np.number)):
+    _checks.key("key", key)
+    if isinstance(concentration, (bool, np.bool_)) or not isinstance(
+        concentration, (int, float, np.number)):
       raise TypeError(f"concentration must be a Python float > 0, got {concentration!r}")
-    if not (np.isfinite(concentration) and concentration > 0):
-      raise ValueError(f"concentration must be a finite number > 0 (Dirichlet), got "
-                       f"{concentration!r}")
+    _checks.number("concentration (Dirichlet)", concentration, 0, lo_open=True)
     return _sample_params(self, key, concentration)
 
   def _sample_params(self, key: chex.PRNGKey, concentration: float) -> RandomMDPParams:
@@ -158,7 +152,10 @@ class RandomLinearMDP(FiniteEnvironment):
     return self.sample_params(jax.random.key(0))
 
   def make_params(self, phi, theta, mu, fail_state, init_dist) -> RandomMDPParams:
-    """Wraps hand-built model arrays into params and validates them eagerly."""
+    """Wraps hand-built model arrays into params and validates them eagerly (``fail_state``: a
+    0-based state index in ``[0, S - 1]``)."""
+    _checks.numbers_(phi=phi, theta=theta, mu=mu, init_dist=init_dist)
+    _checks.indices("fail_state", fail_state, self.num_states, "state index")
     dtype = _float_dtype()
     params = RandomMDPParams(
         phi=jnp.asarray(phi, dtype), theta=jnp.asarray(theta, dtype), mu=jnp.asarray(mu, dtype),
@@ -209,6 +206,7 @@ class RandomLinearMDP(FiniteEnvironment):
   # ---------------------------------------------------------------- model and dynamics
   def model(self, params: RandomMDPParams) -> LinearModel:
     """The exact model; ``reward = phi . theta``."""
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
     return LinearModel(
         phi=params.phi, theta=params.theta, mu=params.mu,
         reward=jnp.einsum("hsad,hd->hsa", params.phi, params.theta),
@@ -216,10 +214,13 @@ class RandomLinearMDP(FiniteEnvironment):
 
   def theta(self, params: RandomMDPParams) -> Array:
     """``[H, d]`` reward parameters."""
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
     return params.theta
 
   def reset(self, key: chex.PRNGKey, params: RandomMDPParams) -> RandomMDPState:
     """``s_1 ~ init_dist``, ``h = 0``."""
+    _checks.key("key", key)
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
     s = sample_categorical(key, params.init_dist)
     return RandomMDPState(s=s, h=jnp.asarray(0, jnp.int32))
 
@@ -227,9 +228,15 @@ class RandomLinearMDP(FiniteEnvironment):
            params: RandomMDPParams) -> tuple[RandomMDPState, Array, Array]:
     """Samples ``s' ~ <phi_h(s, a), mu_h(.)>``; reward ``<phi_h(s, a), theta_h>`` (Assumption 1).
 
+    ``action``: a 0-based action index in ``[0, A - 1]``.
+
     Returns:
       ``(next_state, reward, done)`` with ``done = (h + 1 == H)``.
     """
+    _checks.key("key", key)
+    _check_state(state, RandomMDPState, self)
+    _checks.index("action", action, self.num_actions, "(action)")
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
     h = jnp.clip(state.h, 0, self.horizon - 1)
     phi = params.phi[h, state.s, action]  # [d]
     probs = phi @ params.mu[h]  # [S]
@@ -240,10 +247,15 @@ class RandomLinearMDP(FiniteEnvironment):
 
   def phi_all(self, state: RandomMDPState, params: RandomMDPParams) -> Array:
     """``[A, d]`` features of every action at ``state``."""
+    _checks.instance("state", state, RandomMDPState, "a RandomMDPState (env.reset / env.step)")
+    _checks.index("state.s", state.s, self.num_states, "(state)")
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
     return params.phi[jnp.clip(state.h, 0, self.horizon - 1), state.s]
 
   def is_fail(self, state: RandomMDPState, params: RandomMDPParams) -> Array:
     """Whether ``state`` is the fail state."""
+    _checks.instance("state", state, RandomMDPState, "a RandomMDPState (env.reset / env.step)")
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
     return state.s == params.fail_state
 
 
