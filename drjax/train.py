@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from drjax import _checks
 from drjax._precision import exact_matmuls
@@ -242,11 +243,54 @@ SWEEP_OUTPUTS = ("returns", "actions", "states", "estimation_error", "final_qf")
 
 @functools.lru_cache(maxsize=None)
 def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params_batched: bool,
-                    form: str, outputs: tuple):
+                    form: str, outputs: tuple, num_seeds: int, batch: tuple):
+  """``jit(key, flat hparams, params -> outputs [*batch, num_seeds, ...])``: the key split and the
+  final reshape are inside the program (no eager dispatches per call)."""
   train = make_train(env, agent, num_episodes, record_q=record_q, form=form, outputs=outputs)
   over_seeds = jax.vmap(train, in_axes=(0, None, 0 if params_batched else None))
   over_hp = jax.vmap(over_seeds, in_axes=(None, 0, None))
-  return jax.jit(exact_matmuls(over_hp))
+
+  def run(key, flat, params):
+    out = over_hp(jax.random.split(key, num_seeds), flat, params)
+    return jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), out)
+
+  return jax.jit(exact_matmuls(run))
+
+
+# Fingerprints (exact values of every argument) of sweep calls whose validation passed, with their
+# broadcast hyperparameters: a repeated call with the same values skips the host-side checks.
+_VALIDATED: dict = {}
+_VALIDATED_MAX = 64
+_FP_MAX_BYTES = 1 << 16  # larger arguments are not fingerprinted (validated every call)
+
+
+def _leaf_fp(x):
+  if isinstance(x, jax.core.Tracer):
+    raise TypeError
+  if isinstance(x, (bool, int, float, str, type(None))):
+    return (type(x).__name__, x)
+  if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  a = np.asarray(x)
+  if a.nbytes > _FP_MAX_BYTES or a.dtype == object:
+    raise TypeError
+  return (a.dtype.str, a.shape, a.tobytes())
+
+
+def _fingerprint(env, env_params, agent, key, num_seeds, num_episodes, hparams, record_q,
+                 params_per_seed, form, outputs):
+  """A hashable exact description of a sweep call, or None when it cannot be made cheaply
+  (traced or large arguments, unhashable objects): then the call is validated as usual."""
+  try:
+    leaves, treedef = jax.tree_util.tree_flatten((env_params, hparams))
+    fp = (env, agent, treedef, tuple(_leaf_fp(x) for x in leaves),
+          type(key).__name__, getattr(key, "dtype", None), getattr(key, "shape", None), _leaf_fp(num_seeds), _leaf_fp(num_episodes), _leaf_fp(record_q),
+          _leaf_fp(params_per_seed), form, tuple(outputs) if not isinstance(outputs, str) else
+          outputs, type(hparams).__name__)
+    hash(fp)
+    return fp
+  except TypeError:
+    return None
 
 
 def check_key(key, name: str = "key"):
@@ -300,6 +344,16 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   Returns:
     ``TrainOutput`` whose arrays have leading axes ``batch_shape + (num_seeds,)``.
   """
+  fingerprint = _fingerprint(env, env_params, agent, key, num_seeds, num_episodes, hparams,
+                             record_q, params_per_seed, form, outputs)
+  if fingerprint is not None and fingerprint in _VALIDATED:
+    # Everything below was checked for these exact values before (the key's value is not part of
+    # the fingerprint: it is checked here); only the compiled call remains.
+    check_key(key)
+    flat, batch = _VALIDATED[fingerprint]
+    fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed,
+                         resolve_form(env, form), tuple(outputs), num_seeds, batch)
+    return fn(key, flat, env_params)
   _checks.environment("env", env)
   _check_kind(agent, "online", "sweep")
   num_seeds = base.check_int("num_seeds", num_seeds)
@@ -338,9 +392,12 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
     _checks.env_params(env, one, "env_params")
   check_env_features(env, one, key)
   flat, batch = broadcast_hparams(hparams, H, d)
-  fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs)
-  out = fn(jax.random.split(key, num_seeds), flat, env_params)
-  return jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), out)
+  fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs,
+                       num_seeds, batch)
+  _VALIDATED[fingerprint] = (flat, batch)
+  while len(_VALIDATED) > _VALIDATED_MAX:
+    _VALIDATED.pop(next(iter(_VALIDATED)))
+  return fn(key, flat, env_params)
 
 
 def check_env_features(env, params, key) -> None:
