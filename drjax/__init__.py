@@ -6,7 +6,7 @@ The d-rectangular linear family as pure, jit/vmap-able functions behind one agen
 (``drjax.data``); exact TV-dual kernels; JAX environments; exact robust planning and evaluation.
 
 Importing drjax appends ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS`` when JAX's backend
-is not yet initialized (see README, "CPU hang"); set ``DRJAX_NO_XLA_FLAG=1`` to opt out.
+is not yet initialized (see docs/engine.md, "XLA flags"); set ``DRJAX_NO_XLA_FLAG=1`` to opt out.
 """
 
 from drjax import _xla

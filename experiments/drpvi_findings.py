@@ -3,7 +3,7 @@
     python experiments/drpvi_findings.py [--seeds 100] [--json out.json]
 
 On the paper's grid (||xi||_1 in {0.1, 0.2, 0.3} x rho_1,4 in {0.3, 0.4, 0.5}, K = 100 uniform
-trajectories, lambda = 0.1, exact evaluation; README, "Findings"):
+trajectories, lambda = 0.1, exact evaluation; docs/findings/drpvi-paper-grid.md):
 
 1. Does DRPVI's learned first action at x1 follow rho, or does the penalty decide it? The share of
    seeds whose learned step-1 action at x1 is the exact robust-optimal one, for beta in

@@ -305,7 +305,7 @@ def test_no_recompilation_for_new_hyperparameters():
 
 
 def test_rho0_max_exceeds_the_ridge_of_v_on_the_paper_mdp_by_a_measured_amount():
-  # Documented in the README: with general features z_i(alpha) is not monotone, so DRPVI with
+  # Documented in docs/findings/drpvi-paper-grid.md: with general features z_i(alpha) is not monotone, so DRPVI with
   # rho = 0 is not PEVI with known theta. This recomputes the documented size of the gap.
   env = drjax.LinearMDP()
   keys = jax.random.split(jax.random.key(0), 20)
@@ -323,7 +323,7 @@ def test_rho0_max_exceeds_the_ridge_of_v_on_the_paper_mdp_by_a_measured_amount()
     gaps.append(np.asarray(qf.nu[0]) - zH)
   gaps = np.asarray(gaps)
   assert gaps.min() > -1e-10
-  assert gaps.max() < 0.5  # bounded; the README quotes the measured maximum
+  assert gaps.max() < 0.5  # bounded; docs/findings/drpvi-paper-grid.md quotes the measured maximum
 
 
 def test_long_horizon_scan_path_matches_oracle():

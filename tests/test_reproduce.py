@@ -161,7 +161,7 @@ def test_sensitivity_outputs(results):
     np.testing.assert_allclose(p["grad_autodiff"], p["grad_closed_form"], atol=1e-12)
     xi = p["config"]["xi_norm"]
     m, pp = 0.3 + xi, 0.001
-    rho_star = 1 - (1 - pp) * (2 * m + (1 - m) * (1 - pp) * m) / 2  # README / critical_point.py
+    rho_star = 1 - (1 - pp) * (2 * m + (1 - m) * (1 - pp) * m) / 2  # docs/findings/index.md / critical_point.py
     assert len(p["kinks"]) == 1 and abs(p["kinks"][0] - rho_star) < 1e-8
     # V* is convex piecewise linear in rho_1,4 with slope -2 g(a*): -2(0.3 + xi) then -2(0.3 - xi).
     v, x = np.asarray(p["value"]), np.asarray(p["rho"])

@@ -61,7 +61,7 @@ class AgentState(NamedTuple):
   """Buffer form of the regression data: every transition seen so far (one slot per episode).
 
   The regression atoms of step h are the stored transitions: weight ``phi[h, k]`` and next state
-  given by its features ``next_phi[h, k]`` and fail flag (see ``docs``/README, "Engine").
+  given by its features ``next_phi[h, k]`` and fail flag (see docs/engine.md).
 
   Attributes:
     theta: ``[H, d]`` known reward parameters (DR-LSVI-UCB uses them; LSVI-UCB ignores them).

@@ -6,8 +6,8 @@ of actions, feature dimension, variant switches). Everything a user may sweep li
 ``jax.vmap`` over params. States are ``NamedTuple`` pytrees that carry the step counter ``h``
 (0-indexed: ``h = 0`` is the paper's step 1).
 
-Minimal interface for the linear-function-approximation agents (see README, "Bring your own
-environment"):
+Minimal interface for the linear-function-approximation agents (see docs/environments.md,
+"Bring your own environment"):
 
 * ``reset(key, params) -> state``
 * ``step(key, state, action, params) -> (next_state, reward, done)``

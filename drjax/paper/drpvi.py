@@ -10,7 +10,7 @@ targets q in {0, 0.05, ..., 1}, beside the exact robust-optimal and non-robust-o
 ONE jitted program: data collection (vmap over xi_norm x seeds), every agent's fit (vmap over
 rho), exact target values, exact robust suboptimality ``V*_1 - V^pi_1`` at the panel's rho and
 Theorem 4.4's data-dependent bound (``evaluate.offline_bound``). It also records what settles the
-questions the published notebook leaves open (README, "Findings"): each seed's learned first
+questions the published notebook leaves open (docs/findings/drpvi-paper-grid.md): each seed's learned first
 action at x1, and whether VA-DRPVI's policy differs from DRPVI's.
 """
 
@@ -54,7 +54,7 @@ class OfflinePreset:
 
 PRESETS = {
     "paper": OfflinePreset("paper"),
-    # The published notebook's choices, without its bugs (README, "Presets").
+    # The published notebook's choices, without its bugs (docs/presets.md).
     "notebook": OfflinePreset("notebook", penalty="notebook", truncation="upper", vmin="zero",
                               pilot="same"),
 }
