@@ -2,7 +2,7 @@
 """Runs drjax's speed benchmarks: ``python benchmarks/run.py [--quick] [--json FILE] [--only ...]``.
 
 The same as ``drjax bench [--quick] [--json FILE]``; see benchmarks/README.md and
-benchmarks/bench.py.
+drjax/bench/bench.py.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ import argparse
 import os
 import sys
 
-# Run from a checkout without installing: make the repository root and this folder importable.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-for _p in (os.path.dirname(_HERE), _HERE):
-  if _p not in sys.path:
-    sys.path.insert(0, _p)
+# Run from a checkout without installing: make the repository root importable.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
 
-import bench  # noqa: E402  (sets drjax's XLA flags before JAX starts)
+from drjax.bench import bench  # noqa: E402  (sets drjax's XLA flags before JAX starts)
 
 
 def main(argv=None) -> int:

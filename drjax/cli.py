@@ -9,7 +9,7 @@ added next to them):
 * ``plan`` -- exact robust planning (``drjax.planning.robust_dp``) in the simulated linear MDP of
   Appendix A: the optimal robust value at the initial state and the optimal action at every step
   and state.
-* ``bench`` -- the speed benchmarks of ``benchmarks/`` (machine, compile share, scaling).
+* ``bench`` -- the speed benchmarks of ``drjax.bench`` (machine, compile share, scaling).
 * ``sweep`` -- agents x a grid of settings x seeds (``drjax.sweeps``): chunked, sharded over
   devices, resumable, tidy tables (Parquet/CSV), summary and figure.
 
@@ -331,14 +331,7 @@ def _add_bench_parser(sub) -> None:
 
 
 def _cmd_bench(parser, args) -> int:
-  import os  # pylint: disable=g-import-not-at-top
-
-  here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-  if not os.path.isfile(os.path.join(here, "bench.py")):
-    parser.error("bench needs a source checkout: benchmarks/bench.py was not found next to the "
-                 "drjax package (install with `pip install -e .` from a clone)")
-  sys.path.insert(0, here)
-  import bench  # pylint: disable=g-import-not-at-top
+  from drjax.bench import bench  # pylint: disable=g-import-not-at-top  (part of the package)
   if args.only:
     unknown = [n for n in args.only if n not in bench.BENCHMARKS]
     if unknown:

@@ -1,4 +1,4 @@
-"""The benchmark harness (benchmarks/bench.py) on tiny sizes: structure and consistency only.
+"""The benchmark harness (drjax/bench/bench.py) on tiny sizes: structure and consistency only.
 
 No timing assertions: the machine is shared and timings are not reproducible. The cold
 ``drjax reproduce all`` subprocess is not spawned, and the two paper programs are replaced by a
@@ -11,7 +11,6 @@ import functools
 import json
 import math
 import os
-import sys
 import time
 
 import jax
@@ -21,8 +20,7 @@ import pytest
 
 from drjax.paper import programs as paper
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
-import bench  # noqa: E402
+from drjax.bench import bench  # noqa: E402
 
 TINY = {
     "engine": dict(only=["linear_20x100"], reps=1),

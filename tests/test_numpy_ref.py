@@ -1,4 +1,4 @@
-"""The NumPy baselines of benchmarks/numpy_ref.py: the same algorithm as drjax, checked two ways.
+"""The NumPy baselines of drjax/bench/numpy_ref.py: the same algorithm as drjax, checked two ways.
 
 1. On identical data (drjax's trajectories replayed), the NumPy planners give drjax's Q-functions
    (``w``, ``Lambda^-1``) to 1e-8 and the same greedy actions at every episode, in both the buffer
@@ -9,8 +9,6 @@
    standard errors.
 """
 
-import os
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -27,8 +25,7 @@ from drjax.envs.put_option import PutOption, PutOptionState
 from drjax.envs.random_mdp import RandomLinearMDP
 from drjax.train import make_train
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
-import numpy_ref as ref
+from drjax.bench import numpy_ref as ref
 
 K = 12
 TOL = 1e-8

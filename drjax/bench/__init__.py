@@ -1,10 +1,14 @@
-"""drjax's timing harnesses that ship with the package (the rest of ``drjax bench`` lives in
-``benchmarks/`` of a checkout).
+"""drjax's speed benchmarks, part of the package: ``drjax bench`` (or ``python -m drjax.bench``)
+works wherever drjax is installed; in a source checkout results go to ``benchmarks/results/``
+(else ``./bench-results/``), next to ``benchmarks/README.md``.
 
-* ``drjax.bench.numpy_offline``: vectorized NumPy implementations of the offline agents (PEVI,
-  DRPVI, VA-DRPVI, R2PVI-TV / -KL / -chi2, DRVI-L), the baseline every offline timing is
-  compared with (agreement with drjax is tested to 1e-8 in float64);
-* ``drjax.bench.offline``: one ``agent.fit`` through the entry point a user calls against that
-  NumPy, interleaved in one process (``drjax bench --only offline``, and the R2PVI paper's
-  Figure 2 in ``drjax reproduce r2pvi-time``).
+* ``drjax.bench.bench``: the suite (machine, compile share, scaling) behind ``drjax bench``;
+* ``drjax.bench.engine``: the training engine against ``drjax.bench.numpy_ref`` (vectorized NumPy
+  DR-LSVI-UCB);
+* ``drjax.bench.offline`` / ``drjax.bench.numpy_offline``: one offline ``agent.fit`` against
+  vectorized NumPy of the same algorithms (and the R2PVI paper's Figure 2 in ``drjax reproduce
+  r2pvi-time``);
+* ``drjax.bench.sweep_bench``: ``drjax sweep`` processes (devices, 100,000 seeds, wall vs
+  compute);
+* ``drjax.bench.machine``: the machine a timing ran on.
 """

@@ -1,4 +1,4 @@
-"""Speed benchmarks of drjax (``drjax bench``, ``python benchmarks/run.py``).
+"""Speed benchmarks of drjax (``drjax bench``, ``python -m drjax.bench``, ``python benchmarks/run.py`` in a checkout).
 
 Four benchmarks, one function each; each returns a dict (JSON-able) and ``main`` prints them as
 markdown tables:
@@ -75,7 +75,8 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # Machine, load and compile accounting
 
 
-from drjax.bench.machine import _cpu_model, _num_cores, machine_info, short_machine_name  # noqa: E402,F401
+from drjax.bench.machine import (  # noqa: E402,F401
+    _cpu_model, _num_cores, machine_info, short_machine_name)
 
 
 
@@ -767,7 +768,7 @@ def format_report(results: dict) -> str:
 @_benchmark
 def engine_bench(quick: bool = False, *, full: bool = False, only=None, reps: int = 3) -> dict:
   """drjax's training engine vs the NumPy baselines of ``numpy_ref.py`` (``engine.py``)."""
-  import engine  # pylint: disable=g-import-not-at-top
+  from drjax.bench import engine  # pylint: disable=g-import-not-at-top
   rows = engine.engine(quick, full=full, only=only, reps=reps,
                        log=lambda m: print(m, file=sys.stderr, flush=True))
   return {"workloads": rows, "full": full, "markdown": engine.markdown(rows)}
@@ -796,9 +797,17 @@ BENCHMARKS = {
 DEFAULT_RUN = ("engine", "reproduce_all")  # under 3 minutes on 2 cores; --full runs all
 
 
+def results_dir() -> str:
+  """``benchmarks/results`` of the source checkout drjax runs from, else ``./bench-results``."""
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  checkout = os.path.join(root, "benchmarks")
+  if os.path.isdir(checkout) and os.path.isfile(os.path.join(root, "pyproject.toml")):
+    return os.path.join(checkout, "results")
+  return os.path.abspath("bench-results")
+
+
 def default_json_path() -> str:
-  return os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                      f"{short_machine_name()}.json")
+  return os.path.join(results_dir(), f"{short_machine_name()}.json")
 
 
 def main(quick: bool = False, json_path: str | None = None, *, only=None,

@@ -58,7 +58,7 @@ Entry points: ``linear_mdp``, ``random_drmdp``, ``put_option`` (each returns ``[
 returns), ``train_finite`` (any finite linear MDP given as arrays), ``linear_mdp_model``,
 ``random_model``, ``model_from_drjax``, the building blocks ``alpha_max``, ``sherman_morrison``,
 ``update_rows``, ``ridge_rows``, ``plan_buffer``, ``plan_stats``, ``q_table``, and
-``check_agreement`` / ``drjax_returns``. ``python benchmarks/numpy_ref.py`` times the benchmark
+``check_agreement`` / ``drjax_returns``. ``python -m drjax.bench.numpy_ref`` times the benchmark
 workloads once.
 """
 
@@ -776,7 +776,7 @@ def check_agreement(workload: str = "linear_mdp", num_seeds: int = 200, num_epis
           "diff": m1 - m2, "diff_se": diff_se, "z": z, "agree": bool(abs(z) < 4)}
 
 
-def _timings():  # pragma: no cover - a manual helper: python benchmarks/numpy_ref.py
+def _timings():  # pragma: no cover - a manual helper: python -m drjax.bench.numpy_ref
   import time  # pylint: disable=import-outside-toplevel
 
   cases = [

@@ -9,7 +9,7 @@ standard errors so a reader can check they solve the same problem. drjax's compi
 first call minus the median warm call. Workloads with a memory target run drjax in a fresh
 subprocess that reports its own peak RSS (``ru_maxrss``), compile and warm times.
 
-``python benchmarks/engine.py --rss NAME`` is that subprocess.
+``python -m drjax.bench.engine --rss NAME`` is that subprocess.
 """
 
 from __future__ import annotations
@@ -21,11 +21,6 @@ import statistics
 import subprocess
 import sys
 import time
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-for _p in (os.path.dirname(_HERE), _HERE):
-  if _p not in sys.path:
-    sys.path.insert(0, _p)
 
 import drjax  # noqa: E402,F401  (sets drjax's XLA flags before JAX starts)
 import jax  # noqa: E402
@@ -40,7 +35,7 @@ WORKLOADS = {
     "linear_1x10000": ("linear", 1, 10000, {}),
     "put_option_1000x100": ("put", 1000, 100, {}),
     "random_d128_100x200": ("random", 100, 200, {"rss": True, "d": 128}),
-    # LSVI-UCB (no NumPy baseline: benchmarks/numpy_ref.py implements DR-LSVI-UCB only); its
+    # LSVI-UCB (no NumPy baseline: drjax/bench/numpy_ref.py implements DR-LSVI-UCB only); its
     # ellipsoid bonus is the cost that AgentState.quad / StatsState.quad keep incremental.
     "lsvi_put_option_1000x100": ("put", 1000, 100, {"agent": "lsvi"}),
     "lsvi_random_d128_100x200": ("random", 100, 200, {"d": 128, "agent": "lsvi"}),
@@ -90,7 +85,7 @@ def drjax_runner(kind: str, seeds: int, episodes: int, extra: dict):
 
 
 def numpy_runner(kind: str, seeds: int, episodes: int, extra: dict, form: str):
-  import numpy_ref  # pylint: disable=g-import-not-at-top
+  from drjax.bench import numpy_ref  # pylint: disable=g-import-not-at-top
   if kind == "linear":
     return lambda seed: numpy_ref.linear_mdp(seeds, episodes, form=form, seed=seed)
   if kind == "put":
@@ -144,7 +139,7 @@ def engine(quick: bool = False, *, full: bool = False, reps: int = 3, only=None,
                                                                    if k != "rss"}}
     if extra.get("rss"):
       env = dict(os.environ)
-      cmd = [sys.executable, os.path.abspath(__file__), "--rss", name,
+      cmd = [sys.executable, "-m", "drjax.bench.engine", "--rss", name,
              "--sizes", json.dumps({name: sizes[name]})]
       proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
       if proc.returncode != 0:

@@ -1,10 +1,10 @@
 """Sweep benchmarks (README, "Sweeps"): --devices 2 vs 1, and peak RSS / time of a large sweep.
 
-  python benchmarks/sweep_bench.py devices [--seeds 2000] [--repeats 3]
-  python benchmarks/sweep_bench.py large [--seeds 100000] [--chunk 0]
-  python benchmarks/sweep_bench.py assemble --dir DIR
-  python benchmarks/sweep_bench.py engine [--seeds 4000] [--repeats 5] [--chunk C]
-  python benchmarks/sweep_bench.py wall --seeds 2000 8000 [--chunk 2000] [--devices 1] [--csv]
+  python -m drjax.bench.sweep_bench devices [--seeds 2000] [--repeats 3]
+  python -m drjax.bench.sweep_bench large [--seeds 100000] [--chunk 0]
+  python -m drjax.bench.sweep_bench assemble --dir DIR
+  python -m drjax.bench.sweep_bench engine [--seeds 4000] [--repeats 5] [--chunk C]
+  python -m drjax.bench.sweep_bench wall --seeds 2000 8000 [--chunk 2000] [--devices 1] [--csv]
       [--repeats 3] [--src DIR ...]
 
 ``wall`` times fresh, cold ``drjax sweep`` processes (DR-LSVI-UCB, rho_1,4 in {0, 0.5}, K = 100,
