@@ -60,3 +60,13 @@ def pytest_xdist_make_scheduler(config, log):
       return path if os.path.basename(path) in SHARED_WORKER_FILES else nodeid
 
   return SharedFilesScheduling(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _restore_x64():
+  """Every test starts with float64 on and leaves it on: in-process ``drjax sweep`` / ``train``
+  calls set ``jax_enable_x64`` from their ``--x64`` flag, which would otherwise leak into the
+  next test on the same worker (float64 tolerances then fail on float32 numbers)."""
+  jax.config.update("jax_enable_x64", True)
+  yield
+  jax.config.update("jax_enable_x64", True)
