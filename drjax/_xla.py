@@ -2,8 +2,16 @@
 
 * ``--xla_cpu_multi_thread_eigen=false``: XLA's multi-threaded Eigen pool wedged (hung forever)
   on vmapped scans of DR-LSVI-UCB on 2-core machines; single-threaded Eigen runs at the same speed.
-* ``--xla_cpu_use_fusion_emitters=false``: halves the CPU compile time of drjax's training
-  programs (e.g. 27 s -> 13 s for the linear-MDP reproduction) with no measurable run-time cost.
+* ``--xla_cpu_use_fusion_emitters=false`` (jaxlib < 0.11 only): halves the CPU compile time of
+  drjax's training programs (e.g. 27 s -> 13 s for the linear-MDP reproduction) with no measurable
+  run-time cost, and the peak memory of ``drjax reproduce all`` (jaxlib 0.10.2 with the emitters
+  on: 3.8 GiB instead of 1.5 GiB). XLA removed the option (and the legacy emitters) in jaxlib 0.11.
+  No flag of jaxlib 0.12's XLA replaces it: measured on 2 cores with jaxlib 0.12.0.1,
+  ``--xla_cpu_opt_preset=CPU_OPT_PRESET_FAST_COMPILE``, ``--xla_cpu_use_new_xtile_lowering=false``,
+  ``--xla_cpu_experimental_enable_tiling_propagation=false``,
+  ``--xla_cpu_parallel_codegen_split_count=1``, ``--xla_llvm_disable_expensive_passes=true`` and
+  ``--xla_cpu_use_xnnpack=false`` each left the compile time and peak memory of ``reproduce all``
+  and ``reproduce r2pvi`` within run-to-run noise (the preset was 4-8 % slower), so none is set.
 
 The flags must be in ``XLA_FLAGS`` before JAX initializes its CPU backend. ``configure()`` appends
 each to whatever the user already has, unless they set that option themselves, and does nothing
