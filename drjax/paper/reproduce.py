@@ -81,6 +81,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   t_start = time.perf_counter()
   pre = paper.PRESETS[preset]
   paper.opt_level_for(opt_level, 0)  # validates before anything is traced
+  max_jobs()  # DRJAX_REPRODUCE_JOBS, validated before anything is traced
   names = list(dict.fromkeys(names))
   _recover_all(out, quiet)
   run = _run_id()
