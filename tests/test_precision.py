@@ -74,9 +74,13 @@ def test_online_engine_and_make_fit_use_highest_precision():
 
 
 def test_sweep_chunk_program_wraps_its_jits():
-  # drjax.sweeps builds its chunk program with in/out shardings; every jax.jit in the module must
-  # trace an exact_matmuls-wrapped function (a jit added without it fails here).
+  # drjax.sweeps builds its chunk program with in/out shardings; every jax.jit in the package
+  # must trace an exact_matmuls-wrapped function (a jit added without it fails here).
+  import importlib
   import inspect
+  import pkgutil
   from drjax import sweeps
-  jits = re.findall(r"jax\.jit\(([^,\n)]+)", inspect.getsource(sweeps))
+  source = "".join(inspect.getsource(importlib.import_module(f"drjax.sweeps.{m.name}"))
+                   for m in pkgutil.iter_modules(sweeps.__path__))
+  jits = re.findall(r"jax\.jit\(([^,\n)]+)", source)
   assert jits and all(j.startswith("exact_matmuls(") for j in jits), jits

@@ -152,7 +152,7 @@ def test_streamed_tables_equal_the_in_memory_ones(written):
 
 def test_fixed_row_groups_bound_the_memory(tmp_path, monkeypatch):
   """Rows are written in row groups of ROW_GROUP rows whatever the chunking (7 here)."""
-  monkeypatch.setattr(sweeps, "ROW_GROUP", 7)
+  monkeypatch.setattr(sweeps.tables, "ROW_GROUP", 7)  # read where the tables are written
   sizes = {}
   for chunk in (1, 4):
     d = tmp_path / f"c{chunk}"
@@ -165,7 +165,7 @@ def test_fixed_row_groups_bound_the_memory(tmp_path, monkeypatch):
 
 def test_host_thread_error_is_raised_and_leaves_no_temporary_files(tmp_path, monkeypatch):
   calls = []
-  real = sweeps._write_chunk
+  real = sweeps.storage._write_chunk
 
   def failing(path, *args):
     calls.append(path)
@@ -173,7 +173,7 @@ def test_host_thread_error_is_raised_and_leaves_no_temporary_files(tmp_path, mon
       raise OSError(28, "No space left on device")
     return real(path, *args)
 
-  monkeypatch.setattr(sweeps, "_write_chunk", failing)
+  monkeypatch.setattr(sweeps.storage, "_write_chunk", failing)  # called as storage._write_chunk
   out = tmp_path / "out"
   with pytest.raises(OSError, match="No space left"):
     sweeps.run(_cfg(chunk=3), out=str(out), csv=True)

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
 from drjax.envs.linear_mdp import (
     LinearMDP,
@@ -33,6 +35,25 @@ _REGISTRY = {
     "linear-mdp": LinearMDP,
     "put-option": PutOption,
     "random": RandomLinearMDP,
+}
+
+
+class SweepSpec(NamedTuple):
+  """What ``drjax.sweeps`` may set for a registered environment (``SWEEP_SPECS[name]``)."""
+
+  args: tuple  # constructor arguments (``env_args``), in the order messages list them
+  params: tuple  # source parameters that may be swept (``env_params``)
+  target: str | None  # the target family's parameter (``targets``); None: no target family
+  sampled: bool = False  # params are sampled from an integer ``instance`` seed, not typed
+
+
+# Keyed by the registered names (``make``), in the same order.
+SWEEP_SPECS = {
+    "linear-mdp": SweepSpec((), ("delta", "p", "xi_norm"), "q"),
+    "put-option": SweepSpec(("num_anchors", "horizon", "variant"),
+                            ("p_u", "init_low", "init_high"), "p_u"),
+    "random": SweepSpec(("num_states", "num_actions", "feature_dim", "horizon"), ("instance",),
+                        None, sampled=True),
 }
 
 
@@ -66,6 +87,8 @@ __all__ = [
     "RandomLinearMDP",
     "RandomMDPParams",
     "RandomMDPState",
+    "SWEEP_SPECS",
+    "SweepSpec",
     "action_vectors",
     "fixed_initial_price",
     "make",

@@ -16,6 +16,7 @@ import tempfile
 import numpy as np
 
 from drjax import style
+from drjax._io import atomic_write
 from drjax.agents import registry
 
 # Colours of every curve name a panel can hold: algorithms from the registry, exact references in
@@ -717,8 +718,5 @@ def write_summary(out_dir: str, sections: dict, header: str) -> str:
   if "sensitivity" in sections:
     lines += sensitivity_table(sections["sensitivity"])
   path = os.path.join(out_dir, "results.md")
-  fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".md", dir=out_dir)
-  with os.fdopen(fd, "w") as f:
-    f.write("\n".join(lines) + "\n")
-  os.replace(tmp, path)
+  atomic_write(path, "\n".join(lines) + "\n")
   return path

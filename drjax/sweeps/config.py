@@ -1,0 +1,435 @@
+"""The sweep's configuration (``SweepConfig``) and its validation on the host (``validate``).
+
+Also what a configuration names: the environment (``make_env``, from the environment registry
+``drjax.envs.SWEEP_SPECS``), the agents (``drjax.agents.registry``), the behavior policy of
+offline agents, the source parameters and the exact target grid (``target_values``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import decimal
+import fractions
+import functools
+import itertools
+import json
+import math
+
+import jax
+import numpy as np
+
+from drjax import data as data_lib
+from drjax import envs
+from drjax.agents import registry
+from drjax.agents.base import BONUS_FORMS, CLIP_FORMS, TIE_BREAKS
+from drjax.sweeps.errors import SweepTypeError, _Error
+
+AGENTS = registry.names()  # every registered agent (drjax.agents.registry)
+DEFAULT_AGENTS = registry.names("online")
+BEHAVIORS = ("uniform", "fixed:<action>")  # offline agents' data-collection policy
+# The environments a sweep runs, from the environment registry (drjax.envs.SWEEP_SPECS): the
+# source parameters that may be swept, the target family of each and the constructor arguments.
+ENVS = tuple(envs.SWEEP_SPECS)
+ENV_PARAMS = {name: s.params for name, s in envs.SWEEP_SPECS.items()}
+TARGETS = {name: s.target for name, s in envs.SWEEP_SPECS.items() if s.target is not None}
+ENV_ARGS = {name: s.args for name, s in envs.SWEEP_SPECS.items()}
+DEFAULT_MEMORY_MB = 512.0
+
+
+def sampled(env_name: str) -> bool:
+  """Whether the environment's source params are sampled from an ``instance`` seed (random
+  instances), not typed."""
+  return envs.SWEEP_SPECS[env_name].sampled
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+  """The full configuration of a sweep (what ``sweep.json`` stores under ``config``).
+
+  Attributes:
+    env: ``"linear-mdp"``, ``"put-option"`` or ``"random"``.
+    env_args: static constructor arguments of the environment (put option: ``num_anchors``,
+      ``horizon``, ``variant``; random: ``num_states``, ``num_actions``, ``feature_dim``,
+      ``horizon``).
+    agents: registered agent names (``drjax.agents.registry.names()``); default: the online
+      ones. Offline agents (PEVI, DRPVI, VA-DRPVI) fit each run's policy to a dataset collected
+      in the source domain under ``behavior``.
+    seeds: number of seeds N; seeds are the indices ``0..N-1``.
+    seed_ids: optional subset of ``0..N-1`` to run (rerun chosen seeds); ``None``: all.
+    episodes: training episodes K.
+    rho: uncertainty levels: scalars in [0, 1] placed at the 0-indexed ``rho_at`` positions (all
+      positions when ``rho_at`` is None), or full ``[H, d]`` arrays. Used by DR-LSVI-UCB only.
+    rho_at: 0-indexed ``(h, i)`` positions for scalar rho (``((0, 3),)`` is the paper's
+      rho_{1,4}).
+    beta: bonus multipliers (>= 0).
+    lam: ridge regularizers (> 0).
+    env_params: source-environment parameter name -> values (``ENV_PARAMS``; other parameters
+      keep the environment's defaults). ``random``'s ``instance`` is the integer seed of
+      ``RandomLinearMDP.sample_params(jax.random.key(instance))``.
+    targets: ``(name, start, stop, num)``: evaluate on the targets ``linspace(start, stop, num)``
+      of the environment's family (``TARGETS``); ``None``: evaluate in the source domain.
+    test_episodes: Monte Carlo episodes per run and target (environments without exact model).
+    seed: base PRNG seed.
+    chunk: runs per chunk; ``None``: chosen from ``memory_mb``.
+    memory_mb: memory budget (MiB) for one chunk when ``chunk`` is None.
+    bonus, clip, tie_break: agent options (see ``dr_lsvi_ucb`` / ``lsvi_ucb``).
+    dtype: ``"float32"`` or ``"float64"``; ``None`` takes JAX's current default.
+    save_returns: also keep every run's ``[K]`` training returns (``returns.npy``).
+    trajectories: offline agents: dataset sizes N (a sweep axis, like rho: the largest dataset
+      is collected once per seed and each size uses its first N trajectories, so one compiled
+      program serves every size and the datasets are nested). VA-DRPVI also collects an
+      independent pilot of the same size (2N trajectories in all; the column counts D).
+    behavior: offline agents' behavior policy: ``"uniform"`` (the DRPVI paper's) or
+      ``"fixed:A"`` (always action A; ``"fixed:1"`` holds the put option, as the R2PVI code).
+    reg_weight: regularization weights (> 0) of the robust regularized agents (R2PVI), a sweep
+      axis of theirs (every (h, i)).
+  """
+
+  env: str = "linear-mdp"
+  env_args: dict = dataclasses.field(default_factory=dict)
+  agents: tuple = DEFAULT_AGENTS
+  seeds: int = 10
+  seed_ids: tuple | None = None
+  episodes: int = 100
+  rho: tuple = (0.0,)
+  rho_at: tuple | None = None
+  beta: tuple = (1.0,)
+  lam: tuple = (0.1,)
+  env_params: dict = dataclasses.field(default_factory=dict)
+  targets: tuple | None = None
+  test_episodes: int = 100
+  seed: int = 0
+  chunk: int | None = None
+  memory_mb: float = DEFAULT_MEMORY_MB
+  bonus: str = "paper"
+  clip: str = "paper"
+  tie_break: str = "optimistic"
+  dtype: str | None = None
+  save_returns: bool = False
+  trajectories: tuple = (100,)
+  behavior: str = "uniform"
+  reg_weight: tuple = (0.1,)
+
+  # -------------------------------------------------------------- (de)serialization
+  def to_dict(self) -> dict:
+    """JSON-ready dict (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(self)))
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "SweepConfig":
+    """Inverse of ``to_dict``; unknown keys raise ``ValueError``."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+      raise ValueError(f"config: unknown keys {unknown}")
+    d = dict(d)
+
+    def tup(x):
+      return tuple(tup(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+    for k in ("agents", "seed_ids", "rho", "rho_at", "beta", "lam", "targets", "trajectories",
+              "reg_weight"):
+      if d.get(k) is not None:
+        d[k] = tup(d[k])
+    if "env_params" in d:
+      d["env_params"] = {k: tuple(v) for k, v in d["env_params"].items()}
+    return cls(**d)
+
+
+def _is_int(x) -> bool:
+  return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _floats(field: str, values, *, lo=None, hi=None, lo_open=False) -> tuple:
+  if isinstance(values, (int, float, np.number)):
+    values = (values,)
+  try:
+    vals = tuple(float(v) for v in values)
+  except (TypeError, ValueError):
+    raise _Error(field, f"must be a list of numbers, got {values!r}") from None
+  if not vals:
+    raise _Error(field, "needs at least one value")
+  for v in vals:
+    bad = not math.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo)) or (
+        hi is not None and v > hi)
+    if bad:
+      lo_s = "" if lo is None else (f"> {lo:g}" if lo_open else f">= {lo:g}")
+      hi_s = "" if hi is None else f"<= {hi:g}"
+      rng = " and ".join(s for s in (lo_s, hi_s) if s) or "finite"
+      raise _Error(field, f"values must be {rng}, got {v!r}")
+  return vals
+
+
+def make_env(config: SweepConfig):
+  """The environment of ``config`` (``ValueError`` for a bad name or constructor argument)."""
+  if config.env not in ENVS:
+    raise _Error("env", f"must be one of {', '.join(ENVS)}, got {config.env!r}")
+  allowed = ENV_ARGS[config.env]
+  for k in config.env_args:
+    if k not in allowed:
+      raise _Error("env_args", f"unknown argument {k!r} for {config.env} (allowed: "
+                               f"{', '.join(allowed) or 'none'})")
+  try:
+    return envs.make(config.env, **config.env_args)
+  except (TypeError, ValueError) as e:
+    raise _Error("env_args", str(e)) from None
+
+
+def _behavior(config: SweepConfig, env):
+  """The behavior policy of ``config.behavior`` (``ValueError`` naming ``behavior``)."""
+  b = config.behavior
+  if b == "uniform":
+    return _uniform(env.num_actions)
+  if isinstance(b, str) and b.startswith("fixed:"):
+    try:
+      a = int(b[len("fixed:"):])
+    except ValueError:
+      a = -1
+    if 0 <= a < env.num_actions:
+      return _fixed(a)
+    raise _Error("behavior", f"fixed:A needs an action A in [0, {env.num_actions - 1}], got {b!r}")
+  raise _Error("behavior", f"must be 'uniform' or 'fixed:A' (A an action index), got {b!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _uniform(num_actions):
+  return data_lib.uniform(num_actions)
+
+
+@functools.lru_cache(maxsize=None)
+def _fixed(action):
+  return data_lib.fixed(action)
+
+
+def _source_params(env, config: SweepConfig, values: dict):
+  """Validated source params with ``values`` overriding the environment's defaults."""
+  if sampled(config.env):
+    inst = values.get("instance", 0)
+    return env.sample_params(jax.random.key(int(inst)))
+  return env.make_params(**values)
+
+
+def target_values(targets) -> np.ndarray:
+  """The float64 target grid of ``targets = (name, start, stop, num)``, exactly as typed.
+
+  Entry ``i`` is the float64 nearest to the exact decimal ``start + (stop - start) * i / (num -
+  1)`` of the typed ``start`` and ``stop`` (their shortest decimal representations), so
+  ``q=0:1:21`` gives ``0.15`` and ``0.85``, not ``np.linspace``'s ``0.15000000000000002`` and
+  ``0.8500000000000001``: ``df.target_q == 0.15`` selects rows. The computation uses these
+  values rounded once to its dtype.
+  """
+  _, start, stop, num = targets
+  a = fractions.Fraction(decimal.Decimal(repr(float(start))))
+  b = fractions.Fraction(decimal.Decimal(repr(float(stop))))
+  if num == 1:
+    return np.array([float(a)])
+  return np.array([float(a + (b - a) * i / (num - 1)) for i in range(num)], np.float64)
+
+
+def _source_defaults(env) -> dict:
+  """The environment's default source parameters as float64, exactly as its code types them."""
+  with jax.enable_x64(True):
+    p = env.make_params()
+  return {k: float(np.asarray(v)) for k, v in p._asdict().items()}
+
+
+def _check_source(env, c: SweepConfig, values: dict, targets, dtype: str) -> None:
+  """``env.validate`` of one combination of source values (and the targets), on the host.
+
+  Typed values are checked in float64 first, so that a message shows them as typed
+  (``delta=0.9``, not float32's ``0.8999999761581421``), then in the computation's dtype: a value
+  valid as typed but not once rounded to float32 is refused too, naming the typed values.
+  """
+  field = "env_params" if targets is None else "targets"
+
+  def check():
+    src = _source_params(env, c, values)
+    if targets is not None:
+      env.validate(env.target_params(src, targets))
+
+  typed = not sampled(c.env)  # random instances are sampled, not typed: checked as computed
+  try:
+    with jax.enable_x64(True) if typed else contextlib.nullcontext():
+      check()
+  except ValueError as e:
+    raise _Error(field, f"{values}: {e}" if targets is None else str(e)) from None
+  if typed and dtype != "float64":
+    try:
+      check()
+    except ValueError:
+      what = f"{values}" if values else "the default source parameters"
+      raise _Error(field, f"{what}{' with these targets' if targets is not None else ''}: valid "
+                          f"as typed but not once rounded to {dtype}, the computation's dtype "
+                          "(compute in float64: --x64 / dtype='float64')") from None
+
+
+# Fields holding a tuple (of names, numbers or pairs): a string there is a type error.
+_TUPLE_FIELDS = {"agents": "a list of agent names", "rho": "a list of numbers or [H, d] arrays",
+                 "rho_at": "a list of (h, i) pairs", "beta": "a list of numbers",
+                 "lam": "a list of numbers", "reg_weight": "a list of numbers",
+                 "trajectories": "a list of integers", "seed_ids": "a list of integers",
+                 "targets": "(name, start, stop, num)"}
+
+
+def _check_types(c: SweepConfig) -> None:
+  """``SweepTypeError`` naming the field for a string (or other non-sequence) where a tuple is
+  expected, and for ``env_args`` / ``env_params`` that are not dicts."""
+  for name, what in _TUPLE_FIELDS.items():
+    v = getattr(c, name)
+    if isinstance(v, (str, bytes)):
+      example = f"{name}=({v!r},)" if name in ("agents",) else None
+      raise SweepTypeError(name, f"must be {what}, got the string {v!r}"
+                                 + (f" (write {example})" if example else ""))
+    scalar_ok = name in ("rho", "beta", "lam", "reg_weight", "trajectories", "seed_ids")
+    if v is not None and not isinstance(v, (list, tuple)) and not (
+        scalar_ok and (isinstance(v, (int, float, np.number)) or
+                       (name == "rho" and isinstance(v, np.ndarray)))):
+      raise SweepTypeError(name, f"must be {what}, got {type(v).__name__} {v!r}")
+  if c.agents is None:
+    raise SweepTypeError("agents", "must be a list of agent names, got None")
+  for name in ("env_args", "env_params"):
+    if not isinstance(getattr(c, name), dict):
+      raise SweepTypeError(name, f"must be a dict, got {type(getattr(c, name)).__name__} "
+                                 f"{getattr(c, name)!r}")
+  for k, v in c.env_params.items():
+    if isinstance(v, (str, bytes)):
+      raise SweepTypeError("env_params", f"{k}: must be a list of numbers, got the string {v!r}")
+
+
+def validate(config: SweepConfig) -> SweepConfig:
+  """Checks every field on the host (nothing is compiled) and returns the resolved config.
+
+  Resolved means: tuples everywhere, ``dtype`` filled in from JAX's current default. Raises
+  ``SweepError`` (a ``ValueError``) whose message starts with the offending field (``"rho_at:
+  ..."``); a string where a tuple is expected (``agents="dr-lsvi-ucb"``) is a
+  ``SweepTypeError``, also a ``TypeError``.
+  """
+  c = config
+  _check_types(c)
+  env = make_env(c)
+  H, d = env.horizon, env.feature_dim
+  if not c.agents:
+    raise _Error("agents", f"needs at least one of {', '.join(AGENTS)}")
+  for a in c.agents:
+    if a not in AGENTS:
+      raise _Error("agents", f"unknown agent {a!r}; registered agents: {', '.join(AGENTS)}")
+  if len(set(c.agents)) != len(c.agents):
+    raise _Error("agents", f"duplicate agent in {list(c.agents)}")
+  for name in ("seeds", "episodes", "test_episodes"):
+    v = getattr(c, name)
+    if not _is_int(v) or v < 1:
+      raise _Error(name, f"must be an integer >= 1, got {v!r}")
+  traj = c.trajectories if isinstance(c.trajectories, (list, tuple)) else (c.trajectories,)
+  if not traj or not all(_is_int(n) and n >= 1 for n in traj):
+    raise _Error("trajectories", f"must be integers >= 1, got {list(traj)}")
+  if len(set(traj)) != len(traj):
+    raise _Error("trajectories", f"duplicate value in {list(traj)}")
+  _behavior(c, env)
+  seed_ids = None
+  if c.seed_ids is not None:
+    ids = tuple(c.seed_ids) if isinstance(c.seed_ids, (list, tuple)) else (c.seed_ids,)
+    if not ids or not all(_is_int(i) and 0 <= i < c.seeds for i in ids):
+      raise _Error("seed_ids", f"must be integers in [0, {c.seeds - 1}] (seeds = {c.seeds}), "
+                               f"got {list(ids)}")
+    if len(set(ids)) != len(ids):
+      raise _Error("seed_ids", f"duplicate seed in {list(ids)}")
+    seed_ids = tuple(sorted(int(i) for i in ids))
+  if not _is_int(c.seed) or not 0 <= c.seed < 2**31:
+    raise _Error("seed", f"must be an integer in [0, 2^31), got {c.seed!r}")
+  if c.chunk is not None and (not _is_int(c.chunk) or c.chunk < 1):
+    raise _Error("chunk", f"must be a positive integer, got {c.chunk!r}")
+  _floats("memory_mb", (c.memory_mb,), lo=0, lo_open=True)
+  for name, allowed in (("bonus", BONUS_FORMS), ("clip", CLIP_FORMS),
+                        ("tie_break", TIE_BREAKS)):
+    if getattr(c, name) not in allowed:
+      raise _Error(name, f"must be one of {', '.join(allowed)}, got {getattr(c, name)!r}")
+  # rho: all scalars or all [H, d] arrays.
+  rho_vals = c.rho if isinstance(c.rho, (list, tuple)) else (c.rho,)
+  if not rho_vals:
+    raise _Error("rho", "needs at least one value")
+  arrays = [np.asarray(r, dtype=np.float64) for r in rho_vals]
+  if all(a.ndim == 0 for a in arrays):
+    rho = _floats("rho", rho_vals, lo=0.0, hi=1.0)
+  elif all(a.shape == (H, d) for a in arrays):
+    for a in arrays:
+      if not np.all(np.isfinite(a)) or a.min() < 0 or a.max() > 1:
+        raise _Error("rho", f"array entries must lie in [0, 1], got values in "
+                            f"[{np.nanmin(a):g}, {np.nanmax(a):g}]")
+    rho = tuple(tuple(tuple(float(x) for x in row) for row in a) for a in arrays)
+  else:
+    raise _Error("rho", f"give scalars in [0, 1] or [H, d] = [{H}, {d}] arrays, got shapes "
+                        f"{[list(a.shape) for a in arrays]}")
+  rho_at = None
+  if c.rho_at is not None:
+    if not all(np.ndim(r) == 0 for r in rho_vals):
+      raise _Error("rho_at", "applies to scalar rho values only, not to [H, d] arrays")
+    pos = tuple(c.rho_at)
+    if not pos:
+      raise _Error("rho_at", "needs at least one (h, i) position")
+    out = []
+    for p in pos:
+      if (not isinstance(p, (list, tuple)) or len(p) != 2 or not all(_is_int(x) for x in p)
+          or not (0 <= p[0] < H and 0 <= p[1] < d)):
+        if isinstance(p, (list, tuple)) and len(p) == 2 and all(_is_int(x) for x in p):
+          raise _Error("rho_at", f"rho_{{{p[0] + 1},{p[1] + 1}}} (0-indexed ({p[0]}, {p[1]})) is "
+                                 f"outside [1, {H}] x [1, {d}] (1-indexed h in 1..H, i in 1..d)")
+        raise _Error("rho_at", f"positions must be (h, i) integer pairs, got {p!r}")
+      out.append((int(p[0]), int(p[1])))
+    if len(set(out)) != len(out):
+      raise _Error("rho_at", f"duplicate position in {out}")
+    rho_at = tuple(out)
+  beta = _floats("beta", c.beta, lo=0.0)
+  reg_weight = _floats("reg_weight", c.reg_weight, lo=0.0, lo_open=True)
+  lam = _floats("lam", c.lam, lo=0.0, lo_open=True)
+  # Environment parameters.
+  env_params = {}
+  for name, values in c.env_params.items():
+    if name not in ENV_PARAMS[c.env]:
+      hint = " (a target parameter: use targets)" if name in ("q", "target") else ""
+      raise _Error("env_params", f"unknown parameter {name!r} for {c.env}{hint}; sweepable: "
+                                 f"{', '.join(ENV_PARAMS[c.env])}")
+    vals = _floats(f"env_params {name}", values)
+    if name == "instance":
+      if not all(v == int(v) and 0 <= v < 2**31 for v in vals):
+        raise _Error("env_params instance", f"must be integers in [0, 2^31), got {list(vals)}")
+      vals = tuple(int(v) for v in vals)
+    env_params[name] = vals
+  dtype = c.dtype
+  current = "float64" if jax.config.jax_enable_x64 else "float32"
+  if dtype is None:
+    dtype = current
+  if dtype not in ("float32", "float64"):
+    raise _Error("dtype", f"must be float32 or float64, got {dtype!r}")
+  if dtype != current:
+    raise _Error("dtype", f"{dtype} requested but JAX computes in {current} (set "
+                          f"jax.config.update('jax_enable_x64', {dtype == 'float64'}) first)")
+  # Every combination of source values must be valid (checked before anything is compiled).
+  combos = list(itertools.product(*env_params.values())) or [()]
+  for combo in combos:
+    _check_source(env, c, dict(zip(env_params, combo)), None, dtype)
+  targets = None
+  if c.targets is not None:
+    if c.env not in TARGETS:
+      raise _Error("targets", f"environment {c.env} has no target family (targets exist for "
+                              f"{', '.join(f'{k} ({v})' for k, v in TARGETS.items())})")
+    t = tuple(c.targets)
+    if len(t) != 4:
+      raise _Error("targets", f"must be (name, start, stop, num), got {c.targets!r}")
+    name, start, stop, num = t
+    if name != TARGETS[c.env]:
+      raise _Error("targets", f"unknown target parameter {name!r} for {c.env}; use "
+                              f"{TARGETS[c.env]!r}")
+    if not _is_int(num) or num < 1:
+      raise _Error("targets", f"NUM must be an integer >= 1, got {num!r}")
+    start, stop = _floats("targets", (start, stop))
+    targets = (name, start, stop, int(num))
+    grid = target_values(targets)
+    for combo in combos:
+      _check_source(env, c, dict(zip(env_params, combo)), grid, dtype)
+  resolved = dataclasses.replace(
+      c, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
+      trajectories=tuple(int(n) for n in traj), reg_weight=reg_weight,
+      env_params=env_params, targets=targets, dtype=dtype, env_args=dict(c.env_args),
+      memory_mb=float(c.memory_mb), save_returns=bool(c.save_returns))
+  return resolved

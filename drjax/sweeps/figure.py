@@ -1,0 +1,77 @@
+"""The figure: ``sweep.png`` (value against the targets or the swept setting, 95% bands)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from drjax._io import atomic_write as _atomic_write
+from drjax.sweeps.config import SweepConfig
+from drjax.sweeps.tables import setting_columns
+
+
+def _plot(df, summary, config: SweepConfig, path: str) -> None:
+  # The object-oriented API with the Agg canvas: no pyplot state, the user's backend is untouched.
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+
+  from drjax import style  # pylint: disable=g-import-not-at-top
+
+  fig = Figure(figsize=(7, 4.5))
+  FigureCanvasAgg(fig)
+  ax = fig.subplots()
+  tcols = [c for c in summary.columns if c.startswith("target_")]
+  scols = setting_columns(df)
+  varying = [c for c in scols if c not in ("rho_index",) and summary[c].nunique(dropna=True) > 1]
+  if tcols:
+    x, label = tcols[0], tcols[0][len("target_"):]
+    groups = ["agent", "setting"]
+  else:
+    x = varying[0] if varying else "setting"
+    label = x
+    groups = ["agent"] + [c for c in varying[1:]]
+  grouped = list(summary.groupby(groups, dropna=False, observed=True, sort=False))
+  # One colour per algorithm (drjax.style, from the registry); its settings in shades of it.
+  per_agent = {}
+  for key, _ in grouped:
+    key = key if isinstance(key, tuple) else (key,)
+    per_agent.setdefault(key[0], []).append(key)
+  colors = {}
+  for agent, keys in per_agent.items():
+    base = style.color(str(agent)) or "0.3"
+    colors.update(zip(keys, style.shades(base, len(keys)) if len(keys) > 1 else [base]))
+  sym = lambda c, v: style.math(f"{ {'lam': 'lambda'}.get(c, c)} = {v:g}")  # noqa: E731
+  shown = 0
+  for key, g in grouped:
+    key = key if isinstance(key, tuple) else (key,)
+    color, name = colors[key], style.display(str(key[0]))
+    if g[x].isna().all():  # e.g. LSVI-UCB against rho: a horizontal band
+      m, s = g["value_mean"].mean(), g["value_stderr"].fillna(0).mean()
+      ax.axhline(m, ls="--", lw=1, color=color, label=name)
+      ax.axhspan(m - 1.96 * s, m + 1.96 * s, color=color, alpha=0.1)
+      continue
+    g = g.sort_values(x)
+    desc = [name]
+    if tcols:
+      row = g.iloc[0]
+      desc += [sym(c, row[c]) for c in varying if not np.isnan(row[c])]
+    else:
+      desc += [sym(c, v) for c, v in zip(groups[1:], key[1:]) if not np.isnan(v)]
+    m = g["value_mean"].to_numpy()
+    s = g["value_stderr"].fillna(0).to_numpy()
+    xs = g[x].to_numpy()
+    ax.plot(xs, m, marker="o" if len(xs) < 30 else None, ms=3, color=color,
+            label=", ".join(desc))
+    ax.fill_between(xs, m - 1.96 * s, m + 1.96 * s, color=color, alpha=0.2, lw=0)
+    shown += 1
+  ax.set_xlabel(style.math({"lam": "lambda"}.get(label, label)))
+  ax.set_ylabel(style.Y_LABEL if tcols else style.Y_LABEL_SOURCE)
+  ax.set_title(f"drjax sweep: {config.env}, {len(config.seed_ids or range(config.seeds))} seeds, "
+               f"$K$ = {config.episodes} (mean, 95% band)", fontsize=10)
+  if shown <= 12:
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+  _atomic_write(path, buf.getvalue())

@@ -1,0 +1,168 @@
+"""The grid: every agent's settings (host tables with a leading ``[S]`` axis) and the chunk
+``Layout`` (which runs each chunk holds; the chunk size from a memory budget)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from drjax.agents import registry
+from drjax.envs.base import FiniteEnvironment
+from drjax.sweeps.config import (ENV_PARAMS, SweepConfig, _source_defaults, _source_params,
+                                 make_env, sampled)
+
+
+class _Grid(NamedTuple):
+  """The settings of one agent: host tables with a leading ``[S]`` axis."""
+
+  columns: dict          # name -> [S] numpy column (rho_index, rho, beta, lam, env params)
+  rho: np.ndarray        # [S, H, d]
+  beta: np.ndarray       # [S]
+  lam: np.ndarray        # [S]
+  params: Any            # source env params pytree, leaves [S, ...]
+  size: np.ndarray       # [S] dataset size N of offline settings (0 for online agents)
+  reg_weight: np.ndarray  # [S, H, d] regularization weights (1 for agents without one)
+
+
+def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
+  a = np.asarray(r, dtype=np.float64)
+  if a.ndim == 2:
+    return a
+  out = np.zeros((H, d))
+  if config.rho_at is None:
+    out[...] = float(a)
+  else:
+    for h, i in config.rho_at:
+      out[h, i] = float(a)
+  return out
+
+
+def _has_offline(config: SweepConfig) -> bool:
+  return any(registry.get(a).kind == "offline" for a in config.agents)
+
+
+def _has_reg(config: SweepConfig) -> bool:
+  return any("reg_weight" in registry.get(a).hparams for a in config.agents)
+
+
+def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
+  H, d = env.horizon, env.feature_dim
+  spec = registry.get(agent_name)
+  rho_ids = list(range(len(config.rho))) if spec.robust else [-1]
+  sizes = list(config.trajectories) if spec.kind == "offline" else [0]
+  regs = list(config.reg_weight) if "reg_weight" in spec.hparams else [np.nan]
+  names = list(config.env_params)
+  rows = list(itertools.product(sizes, rho_ids, regs, config.beta, config.lam,
+                                *[config.env_params[n] for n in names]))
+  scalar_rho = all(np.ndim(r) == 0 for r in config.rho)
+  cols = {"rho_index": np.array([r[1] for r in rows], np.int64),
+          "rho": np.array([float(config.rho[r[1]]) if (r[1] >= 0 and scalar_rho) else np.nan
+                           for r in rows], np.float64)}
+  if _has_reg(config):
+    cols["reg_weight"] = np.array([r[2] for r in rows], np.float64)
+  cols["beta"] = np.array([r[3] for r in rows], np.float64)
+  cols["lam"] = np.array([r[4] for r in rows], np.float64)
+  if _has_offline(config):
+    cols["trajectories"] = np.array([r[0] if r[0] else np.nan for r in rows], np.float64)
+  params = []
+  for r in rows:
+    params.append(_source_params(env, config, dict(zip(names, r[5:]))))
+  # Setting columns hold the values as typed (float64), not the params the computation uses
+  # (rounded to its dtype): the swept values, else the environment's defaults.
+  defaults = _source_defaults(env) if not sampled(config.env) else {}
+  for field in ENV_PARAMS[config.env]:
+    vals = [dict(zip(names, r[5:])).get(field, defaults.get(field, 0)) for r in rows]
+    cols[field] = np.array(vals, np.int64 if sampled(config.env) else np.float64)
+  rho = np.stack([_rho_array(config, H, d, config.rho[r[1]]) if r[1] >= 0 else np.zeros((H, d))
+                  for r in rows])
+  reg = np.stack([np.full((H, d), 1.0 if np.isnan(r[2]) else r[2]) for r in rows])
+  stacked = jax.tree_util.tree_map(lambda *x: np.stack([np.asarray(v) for v in x]), *params)
+  return _Grid(cols, rho, cols["beta"], cols["lam"], stacked,
+               np.array([r[0] for r in rows], np.int32), reg)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  """Which runs each chunk holds: per agent, runs ``(setting, seed)`` setting-major.
+
+  Attributes:
+    chunk: runs per chunk (the compiled chunk shape, before padding to the device count).
+    agents: per agent ``(name, num_settings)``.
+    seed_ids: the seed indices run, ascending.
+    chunks: global list of ``(agent_index, first_run, num_runs)``.
+  """
+
+  chunk: int
+  agents: tuple
+  seed_ids: tuple
+  chunks: tuple
+
+  def runs(self, agent_index: int) -> int:
+    return self.agents[agent_index][1] * len(self.seed_ids)
+
+  def chunk_runs(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(setting, seed)`` index arrays of chunk ``j``."""
+    _, first, n = self.chunks[j]
+    idx = np.arange(first, first + n)
+    ns = len(self.seed_ids)
+    return idx // ns, np.asarray(self.seed_ids, np.int64)[idx % ns]
+
+  def part(self, i: int, n: int) -> list[int]:
+    """Chunk indices of the i-th (1-indexed) of n contiguous slices."""
+    return [int(j) for j in np.array_split(np.arange(len(self.chunks)), n)[i - 1]]
+
+  def describe(self) -> dict:
+    return {"chunk_size": self.chunk, "num_chunks": len(self.chunks),
+            "agents": {a: {"settings": s, "runs": s * len(self.seed_ids),
+                           "chunks": sum(1 for c in self.chunks if c[0] == k)}
+                       for k, (a, s) in enumerate(self.agents)},
+            "seeds_run": len(self.seed_ids)}
+
+
+def bytes_per_run(config: SweepConfig, env) -> int:
+  """Rough peak bytes of one run inside a chunk (buffers, planning temporaries, evaluation).
+
+  Calibrated on the linear MDP and the put option (see README, "Sweeps"): about four copies of
+  the agent's buffers (scan carry, planning temporaries) plus the evaluation's per-target work.
+  """
+  H, d, A, K = env.horizon, env.feature_dim, env.num_actions, config.episodes
+  item = 8 if config.dtype == "float64" else 4
+  buffers = H * K * (A * d + d + 3)
+  if _has_offline(config):  # dataset + pilot + the alpha maximization's sorted prefix sums
+    buffers = max(buffers, H * max(config.trajectories) * (A * d + 3 * d + 8) * 2)
+  T = config.targets[3] if config.targets else 1
+  if isinstance(env, FiniteEnvironment):
+    S = getattr(env, "num_states", 8)
+    ev = T * H * S * A * (d + 2) * 2
+  else:
+    ev = T * config.test_episodes * (A * d + 8) * 2
+  return int(item * (4 * buffers + ev) + 4096)
+
+
+def layout(config: SweepConfig, env=None) -> Layout:
+  """The chunk layout of a validated config (a function of the config only)."""
+  env = env or make_env(config)
+  nsettings = []
+  for a in config.agents:
+    n = len(config.beta) * len(config.lam) * math.prod(len(v) for v in config.env_params.values())
+    spec = registry.get(a)
+    n *= len(config.trajectories) if spec.kind == "offline" else 1
+    n *= len(config.reg_weight) if "reg_weight" in spec.hparams else 1
+    nsettings.append((a, n * (len(config.rho) if spec.robust else 1)))
+  seed_ids = config.seed_ids if config.seed_ids is not None else tuple(range(config.seeds))
+  max_runs = max(s for _, s in nsettings) * len(seed_ids)
+  if config.chunk is not None:
+    chunk = config.chunk  # the compiled shape, even for fewer runs (one program per chunk size)
+  else:
+    chunk = min(max(1, int(config.memory_mb * 2**20 // bytes_per_run(config, env))), max_runs)
+  chunks = []
+  for k, (_, s) in enumerate(nsettings):
+    total = s * len(seed_ids)
+    for first in range(0, total, chunk):
+      chunks.append((k, first, min(chunk, total - first)))
+  return Layout(chunk, tuple(nsettings), tuple(seed_ids), tuple(chunks))

@@ -1,0 +1,130 @@
+"""The compiled chunk program: one jitted, run-sharded function per agent that trains (or fits)
+a chunk of runs and evaluates each run's greedy policy on the targets."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from drjax import evaluate
+from drjax._precision import exact_matmuls
+from drjax.agents import registry
+from drjax.agents.base import check_features
+from drjax.envs.base import FiniteEnvironment
+from drjax.sweeps.config import SweepConfig
+from drjax.train import check_env_features, make_fit, make_train
+
+
+def _make_agent(name: str, config: SweepConfig, env):
+  """The agent of ``name`` with the config's options: ``bonus`` is the bonus (online) or penalty
+  (offline) form, ``clip`` the nominal online agent's clipping, ``tie_break`` for all."""
+  spec = registry.get(name)
+  opts = {}
+  for option, value in (("bonus", config.bonus), ("penalty", config.bonus),
+                        ("clip", config.clip), ("tie_break", config.tie_break)):
+    if option in spec.options:
+      opts[option] = value
+  if spec.kind == "online":
+    opts["capacity"] = config.episodes
+  # registry factories are lru-cached: equal configurations share compiled chunk programs.
+  return registry.make(name, env, **opts)
+
+
+def ordered_sum(x):
+  """Sum over the last axis in index order (a loop, not a tree reduction).
+
+  Under ``vmap`` every run's sum is computed in the same order whatever the batch size, so a
+  run's numbers do not depend on the chunk size or the number of devices (XLA's vectorized
+  reductions sum in an order that depends on the batch shape: float32 means differed in the last
+  bit between chunk sizes).
+  """
+  return jax.lax.fori_loop(0, x.shape[-1], lambda i, acc: acc + x[..., i],
+                           jnp.zeros(x.shape[:-1], x.dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
+             mesh, num_runs: int, behavior=None, num_trajectories: int = 0,
+             shared_params: bool = False):
+  """Jitted ``f(seed_idx [C], setting_idx [C], base_key, tables) -> outputs``, sharded on runs.
+
+  Online agents train for ``episodes``; offline agents collect ``num_trajectories`` (the largest
+  size; each setting uses its first ``tables["size"]``) under ``behavior`` and fit once. The
+  ``train_return`` of an offline run is the mean return of its dataset (the behavior policy's).
+
+  ``shared_params``: every setting has the same source params (no source parameter is swept), so
+  ``tables["params"]`` is one unbatched value and everything derived from it alone (the finite
+  model, features, the target domains and their models) is computed once per chunk, not once per
+  run as when the params are gathered per run from a ``[S]`` table: the chunk then costs what
+  ``drjax.sweep`` plus the exact evaluation cost (about 3x less on the linear MDP).
+  """
+  offline = agent.kind == "offline"
+  if offline:
+    fit = make_fit(env, agent, num_trajectories, behavior)
+  else:
+    train = make_train(env, agent, episodes, outputs=("returns", "final_qf"))
+  finite = isinstance(env, FiniteEnvironment)
+
+  def value_in(qf, params, key):
+    if finite:
+      return evaluate.target_value(env, agent, qf, params), jnp.zeros((), qf.w.dtype)
+    r = evaluate.mc_evaluate(env, agent, qf, params, key, test_episodes)["returns"]
+    mean = ordered_sum(r) / test_episodes
+    var = ordered_sum((r - mean) ** 2) / max(test_episodes - 1, 1)
+    return mean, jnp.sqrt(var / test_episodes) if test_episodes > 1 else jnp.zeros_like(mean)
+
+  def one(seed_idx, setting_idx, base_key, tables):
+    cls = agent.hparams_type  # the agent's own hyperparameters; others (var_shift) at default 0
+    hp = cls(**{f: (tables[f][setting_idx] if f in tables
+                    else jnp.zeros((), tables["beta"].dtype)) for f in cls._fields})
+    params = tables["params"] if shared_params else jax.tree_util.tree_map(
+        lambda x: x[setting_idx], tables["params"])
+    key = jax.random.fold_in(base_key, seed_idx)
+    if offline:
+      fo = fit(jax.random.fold_in(key, 0), hp, params, tables["size"][setting_idx])
+      out = fo._replace(dataset=None)
+      returns = None
+    else:
+      out = train(jax.random.fold_in(key, 0), hp, params)
+      returns = out.returns
+    k_eval = jax.random.fold_in(key, 1)
+    if target_mode == "targets":
+      tps = env.target_params(params, tables["targets"])
+      val, err = jax.vmap(lambda t: value_in(out.final_qf, t, k_eval))(tps)
+    else:
+      val, err = value_in(out.final_qf, params, k_eval)
+      val, err = val[None], err[None]
+    train_return = out.data_return if offline else ordered_sum(returns) / episodes
+    res = {"train_return": train_return, "value": val, "value_stderr": err}
+    if save_returns:
+      res["returns"] = (jnp.full((episodes,), jnp.nan, val.dtype) if offline else returns)
+    return res
+
+  batched = jax.vmap(one, in_axes=(0, 0, None, None))
+  P = jax.sharding.PartitionSpec
+  runs = jax.sharding.NamedSharding(mesh, P("runs"))
+  rep = jax.sharding.NamedSharding(mesh, P())
+  return (jax.jit(exact_matmuls(batched), in_shardings=(runs, runs, rep, rep), out_shardings=runs),
+          runs, rep)
+
+
+@functools.lru_cache(maxsize=None)
+def _model_features(env):
+  return jax.jit(exact_matmuls(lambda params: env.model(params).phi))
+
+
+def _check_features(env, params) -> None:
+  """``train.check_env_features`` (negative features raise, rows not summing to 1 warn), with a
+  finite model's features computed by one jitted call: built eagerly, the model costs some 40
+  small compilations (0.5 s of a cold sweep's start)."""
+  if isinstance(env, FiniteEnvironment):
+    try:
+      phi = _model_features(env)(params)
+    except NotImplementedError:
+      pass
+    else:
+      check_features(phi, name=f"{type(env).__name__} features")
+      return
+  check_env_features(env, params, jax.random.PRNGKey(0))
