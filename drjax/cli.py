@@ -289,10 +289,15 @@ def _add_train_parser(sub) -> None:
                       "for the put option (default: 0.5)")
   p.add_argument("--beta", type=float, default=1.0, help="bonus multiplier beta >= 0 (default 1)")
   p.add_argument("--lam", type=float, default=0.1, help="ridge lambda > 0 (default 0.1)")
-  p.add_argument("--xi-norm", type=float, default=0.1,
-                 help="||xi||_1 of the linear MDP, in [0, 0.3] with delta = 0.3 (default 0.1)")
+  p.add_argument("--xi-norm", type=float, default=None,
+                 help="||xi||_1 of the linear MDP, in [0, 0.3] with delta = 0.3 (default 0.1); "
+                      "--env linear-mdp only")
   _add_run_flags(p, seeds_help="seeds (default: 20 for the linear MDP, 10 for the put option)")
-  p.set_defaults(func=_cmd_train, parser=p)
+  # its own default directory: a train run never mixes its results.md with `drjax reproduce`'s
+  p.set_defaults(func=_cmd_train, parser=p, out="results-train")
+  for a in p._actions:  # pylint: disable=protected-access
+    if a.dest == "out":
+      a.help = "output directory (default: results-train)"
 
 
 def _cmd_train(parser, args) -> int:
@@ -302,7 +307,18 @@ def _cmd_train(parser, args) -> int:
     parser.error(f"--beta must be >= 0, got {args.beta!r}")
   if not (math.isfinite(args.lam) and args.lam > 0):
     parser.error(f"--lam must be > 0, got {args.lam!r}")
-  _finite_in(parser, "--xi-norm", args.xi_norm, 0.0, 0.3)
+  if args.env != "linear-mdp":
+    if args.xi_norm is not None:
+      parser.error(f"--xi-norm applies to --env linear-mdp only, not {args.env}")
+  else:
+    if args.evaluation != "exact":
+      parser.error("--evaluation mc applies to --env put-option only (the linear MDP is "
+                   "evaluated exactly)")
+    if "--test-episodes" in getattr(args, "argv", []) or any(
+        a.startswith("--test-episodes=") for a in getattr(args, "argv", [])):
+      parser.error("--test-episodes applies to --env put-option with --evaluation mc only")
+    args.xi_norm = 0.1 if args.xi_norm is None else args.xi_norm
+    _finite_in(parser, "--xi-norm", args.xi_norm, 0.0, 0.3)
   _check_run_flags(parser, args)
   from drjax.paper import programs as paper, reproduce as rep  # pylint: disable=g-import-not-at-top
   seeds = args.seeds or paper.DEFAULT_SEEDS[args.env]
