@@ -206,3 +206,11 @@ def test_paper_sizes_give_reference_ratios(monkeypatch):
 def test_short_machine_name_is_a_file_name():
   name = bench.short_machine_name()
   assert name and all(c.isalnum() or c == "-" for c in name) and name.endswith("c")
+
+
+def test_engine_rows_say_what_ran_when_it_differs_from_the_name():
+  from drjax.bench import engine
+  md = engine.markdown({"linear_10000x100": {"seeds": 20, "episodes": 50},
+                        "linear_20x100": {"seeds": 20, "episodes": 100}})
+  assert "| linear_10000x100 (ran 20 x 50) |" in md
+  assert "| linear_20x100 |" in md

@@ -219,8 +219,12 @@ def markdown(rows: dict) -> str:
     n = r.get("numpy", {})
     f = lambda x, nd=3: "" if x is None else f"{x:.{nd}f}"  # noqa: E731
     means = " / ".join([f(d.get("mean_return"))] + [f(v["mean_return"]) for v in n.values()])
+    label = name
+    if name.count("x") and name.rsplit("_", 1)[-1] != f"{r.get('seeds')}x{r.get('episodes')}":
+      # --quick (and the default run's smaller sizes) run fewer seeds/episodes than the name says
+      label = f"{name} (ran {r.get('seeds')} x {r.get('episodes')})"
     lines.append(
-        f"| {name} | {f(d.get('warm_s'))} | {f(d.get('compile_s'), 1)} | "
+        f"| {label} | {f(d.get('warm_s'))} | {f(d.get('compile_s'), 1)} | "
         f"{f(n.get('stats', {}).get('s'))} | {f(n.get('buffer', {}).get('s'))} | "
         f"{f(r.get('speedup_vs_best_numpy'), 1) + 'x' if 'speedup_vs_best_numpy' in r else ''}"
         f" | {f(d.get('peak_rss_mb'), 0)} | {means} |")
