@@ -549,3 +549,22 @@ def mean_stderr(x, axis: int = 0, xp=np):
   if n > 1:
     return mean, xp.std(x, axis=axis, ddof=1) / xp.sqrt(n)
   return mean, xp.zeros_like(mean)
+
+
+def q_args(qf, h, phi_all, fail, *, H: int, d: int, A: int, lead: bool,
+           scalar_fail: bool = False) -> None:
+  """The arguments of an agent's ``q_values`` / ``act``: ``qf`` one ``QFunction`` of the agent,
+  ``h`` a 0-based step, ``phi_all [A, d]`` (``lead``: ``[..., A, d]``), ``fail`` a bool
+  (``scalar_fail``: a scalar one when there is no leading axis)."""
+  qfunction("qf", qf, H, d)
+  index("h", h, H, "(step)")
+  numeric("phi_all", phi_all)
+  if lead:
+    if np.ndim(phi_all) < 2 or tuple(np.shape(phi_all)[-2:]) != (A, d):
+      raise ValueError(f"phi_all must have shape [..., A, d] = [..., {A}, {d}], got "
+                       f"{tuple(np.shape(phi_all))}")
+  else:
+    shape("phi_all", phi_all, (A, d), "[A, d]")
+    if scalar_fail:
+      scalar("fail", fail)
+  bool_array("fail", fail)

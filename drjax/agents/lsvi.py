@@ -323,18 +323,7 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
                        quad=quad)
 
   def _check_q_args(qf, h, phi_all, fail, lead: bool) -> None:
-    """``qf`` one ``QFunction`` of this agent, ``h`` a 0-based step, ``phi_all [A, d]``
-    (``lead``: ``[..., A, d]``), ``fail`` a bool."""
-    _checks.qfunction("qf", qf, H, d)
-    _checks.index("h", h, H, "(step)")
-    _checks.numeric("phi_all", phi_all)
-    if lead:
-      if np.ndim(phi_all) < 2 or tuple(np.shape(phi_all)[-2:]) != (A, d):
-        raise ValueError(f"phi_all must have shape [..., A, d] = [..., {A}, {d}], got "
-                         f"{tuple(np.shape(phi_all))}")
-    else:
-      _checks.shape("phi_all", phi_all, (A, d), "[A, d]")
-    _checks.bool_array("fail", fail)
+    _checks.q_args(qf, h, phi_all, fail, H=H, d=d, A=A, lead=lead)
 
   def q_values(qf: QFunction, h, phi_all, fail):
     """``[..., A]`` Q_h at features ``phi_all [..., A, d]`` (``h``: 0-based step in

@@ -521,17 +521,7 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
                            truncation=cfg.truncation, fail_zero=cfg.fail_zero)
 
   def _check_q_args(qf, h, phi_all, fail, lead: bool) -> None:
-    _checks.qfunction("qf", qf, H, d)
-    _checks.index("h", h, H, "(step)")
-    _checks.numeric("phi_all", phi_all)
-    if lead:
-      if np.ndim(phi_all) < 2 or tuple(np.shape(phi_all)[-2:]) != (A, d):
-        raise ValueError(f"phi_all must have shape [..., A, d] = [..., {A}, {d}], got "
-                         f"{tuple(np.shape(phi_all))}")
-    else:
-      _checks.shape("phi_all", phi_all, (A, d), "[A, d]")
-      _checks.scalar("fail", fail)
-    _checks.bool_array("fail", fail)
+    _checks.q_args(qf, h, phi_all, fail, H=H, d=d, A=A, lead=lead, scalar_fail=True)
 
   def q_values(qf: QFunction, h, phi_all, fail, clip: bool = True):
     """``[..., A]`` pessimistic Q_h at ``phi_all [..., A, d]`` (``h``: 0-based step in
