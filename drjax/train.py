@@ -258,7 +258,8 @@ def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params
 
 
 # Fingerprints (exact values of every argument) of sweep calls whose validation passed, with their
-# broadcast hyperparameters: a repeated call with the same values skips the host-side checks.
+# compiled program and broadcast hyperparameters: a repeated call with the same values skips the
+# host-side checks.
 _VALIDATED: dict = {}
 _VALIDATED_MAX = 64
 _FP_MAX_BYTES = 1 << 16  # larger arguments are not fingerprinted (validated every call)
@@ -350,9 +351,7 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
     # Everything below was checked for these exact values before (the key's value is not part of
     # the fingerprint: it is checked here); only the compiled call remains.
     check_key(key)
-    flat, batch = _VALIDATED[fingerprint]
-    fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed,
-                         resolve_form(env, form), tuple(outputs), num_seeds, batch)
+    fn, flat = _VALIDATED[fingerprint]
     return fn(key, flat, env_params)
   _checks.environment("env", env)
   _check_kind(agent, "online", "sweep")
@@ -394,7 +393,8 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   flat, batch = broadcast_hparams(hparams, H, d)
   fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs,
                        num_seeds, batch)
-  _VALIDATED[fingerprint] = (flat, batch)
+  if fingerprint is not None:
+    _VALIDATED[fingerprint] = (fn, flat)
   while len(_VALIDATED) > _VALIDATED_MAX:
     _VALIDATED.pop(next(iter(_VALIDATED)))
   return fn(key, flat, env_params)

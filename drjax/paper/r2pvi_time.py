@@ -57,9 +57,8 @@ def run(*, n_grid=None, anchor_grid=None, anchors_at_n: int | None = None,
   points = grid(n_grid, anchor_grid, anchors_at_n, n_at_anchors)
   for name in agents:
     registry.get(name)  # unknown names fail before anything is timed
+  min_time_s = MIN_TIME_S if min_time_s is None else min_time_s
   kw = {} if min_time_s is None else {"min_time_s": min_time_s}
-  if MIN_TIME_S is not None and min_time_s is None:
-    kw = {"min_time_s": MIN_TIME_S}
   rows = []
   for n, anchors in points:
     rows += offline.put_rows(n, anchors, reps=reps, agents=tuple(agents), log=log, **kw)
