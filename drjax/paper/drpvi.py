@@ -28,6 +28,7 @@ from drjax import data as data_lib
 from drjax import evaluate, planning
 from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, action_vectors, target_params
+from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.programs import _curve, _exact  # the panels' mean / stderr convention
 
 AGENTS = ("pevi", "drpvi", "va-drpvi")  # registry names, in legend order
@@ -72,9 +73,10 @@ def agents(preset: OfflinePreset, env) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def _program(preset: OfflinePreset, num_trajectories: int):
+def _program(preset: OfflinePreset, num_trajectories: int, level: int | None = None):
   """The figure's jitted program; beta and lambda are traced arguments (a preset's other
-  fields are static), so other beta / lambda values reuse the compilation."""
+  fields are static), so other beta / lambda values reuse the compilation. ``level``: XLA backend
+  optimization level (``compile_options.opt_level_for``)."""
   env = LinearMDP()
   H, d = env.horizon, env.feature_dim
   ags = agents(preset, env)
@@ -126,13 +128,19 @@ def _program(preset: OfflinePreset, num_trajectories: int):
     ref = jax.vmap(lambda p: refs(p, rhos, qs))(params)
     return res, ref
 
-  return env, jax.jit(program)
+  return env, jax.jit(program, compiler_options=compiler_options(level))
 
 
 def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=XI, rhos=RHO,
-        qs=QS) -> dict:
-  """Runs the whole figure; returns NumPy arrays (leading axes ``[X, S, R]`` for the agents)."""
-  env, program = _program(dataclasses.replace(preset, name="", beta=0.0, lam=0.0), trajectories)
+        qs=QS, opt_level="auto") -> dict:
+  """Runs the whole figure; returns NumPy arrays (leading axes ``[X, S, R]`` for the agents).
+
+  ``opt_level``: XLA backend optimization level (``"auto"``, 0-3; ``opt_level_for``; at the
+  paper's size "auto" is -O0: 1.2 s of compile instead of 4.9 s, a few ms more to run)."""
+  # Work as for the online programs, with a dataset's collection and fits in place of a run.
+  level = opt_level_for(opt_level, seeds * trajectories * len(xi_norms))
+  env, program = _program(dataclasses.replace(preset, name="", beta=0.0, lam=0.0), trajectories,
+                          level)
   H, d = env.horizon, env.feature_dim
   params = jax.tree_util.tree_map(
       lambda *x: jnp.stack(x), *[env.make_params(delta=preset.delta, p=preset.p, xi_norm=x)
@@ -147,11 +155,19 @@ def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=X
                                     jnp.asarray(preset.lam, dtype)))
   return {"agents": jax.tree_util.tree_map(np.asarray, res),
           "ref": jax.tree_util.tree_map(np.asarray, ref), "seconds": time.perf_counter() - t0,
+          "opt_level": level,
           "xi_norms": np.asarray(xi_norms), "rhos": np.asarray(rhos), "qs": np.asarray(qs)}
 
 
+@functools.lru_cache(maxsize=None)
+def _action_table() -> np.ndarray:
+  # Once: an eager JAX call per label (1,089 of them) cost 2 s of the figure-writing thread
+  # while the other families' compilations held both cores.
+  return np.asarray(action_vectors())
+
+
 def _action_label(a: int) -> str:
-  v = np.asarray(action_vectors())[int(a)]
+  v = _action_table()[int(a)]
   return "(" + ",".join("+1" if x > 0 else "-1" for x in v) + ")"
 
 
@@ -165,7 +181,8 @@ def panels(res: dict, preset: OfflinePreset, *, seeds: int, trajectories: int) -
               pilot=preset.pilot, agents=list(AGENTS), H=3, d=4,
               evaluation="exact expected return of each seed's greedy policy",
               rho_note="rho_{1,4} = rho, all other rho_{h,i} = 0 (robust agents only)",
-              paper="Liu & Xu, NeurIPS 2024, Figure 2")
+              paper="Liu & Xu, NeurIPS 2024, Figure 2",
+              xla_backend_optimization_level=_level_name(res.get("opt_level")))
   A = res["agents"]
   for xi_i, xi in enumerate(res["xi_norms"]):
     for r_i, rho in enumerate(res["rhos"]):

@@ -39,6 +39,7 @@ from drjax import evaluate, planning
 from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption
+from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.programs import _exact
 
 FIG_A_AGENTS = ("pevi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2")  # registry names
@@ -69,7 +70,7 @@ def _hp(agent, spec, level, beta=BETA, lam=LAM):
 
 
 @functools.lru_cache(maxsize=None)
-def _program(num_trajectories: int):
+def _program(num_trajectories: int, level: int | None = None):
   env = LinearMDP()
   behavior = data_lib.uniform(env.num_actions)
   agents = {n: registry.make(n, env) for n in set(FIG_A_AGENTS + FIG_C_AGENTS + (FIG_B_AGENT,))}
@@ -117,11 +118,11 @@ def _program(num_trajectories: int):
     res = jax.vmap(lambda k: per_seed(k, pa, pb, qs, b_weights, c_rho, c_w))(keys)
     return res, refs(pa, pb, qs)
 
-  return env, jax.jit(program)
+  return env, jax.jit(program, compiler_options=compiler_options(level))
 
 
 @functools.lru_cache(maxsize=None)
-def _put_program(num_trajectories: int):
+def _put_program(num_trajectories: int, level: int | None = None):
   env = PutOption(num_anchors=PUT_ANCHORS, horizon=PUT_HORIZON, variant="notebook")
   hold = data_lib.fixed(1)  # notebook variant: action 0 exercises, 1 holds
   agents = {n: registry.make(n, env) for n in ("pevi", "r2pvi-tv", "drpvi")}
@@ -148,38 +149,56 @@ def _put_program(num_trajectories: int):
                                              source_p_u=params.p_u)
     return res, values(opt, params, p_us)
 
-  return env, jax.jit(program)
+  return env, jax.jit(program, compiler_options=compiler_options(level))
 
 
-def run_put(*, seeds: int, trajectories: int, key) -> dict:
-  env, program = _put_program(trajectories)
+def run_put(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
+  # -O1 when small, as the put-option experiment (its elementwise lattice code runs slowly at -O0).
+  level = opt_level_for(opt_level, seeds * trajectories, small=1)
+  env, program = _put_program(trajectories, level)
   params = env.make_params()
   dtype = jnp.result_type(float)
   res, ref = jax.device_get(program(jax.random.split(key, seeds), params,
                                     jnp.asarray(PUT_PU, dtype), jnp.asarray(PUT_WEIGHTS, dtype),
                                     jnp.asarray(PUT_RHOS, dtype)))
-  return {"agents": jax.tree_util.tree_map(np.asarray, res), "ref": np.asarray(ref)}
+  return {"agents": jax.tree_util.tree_map(np.asarray, res), "ref": np.asarray(ref),
+          "opt_level": level}
+
+
+@functools.lru_cache(maxsize=None)
+def _correspondence_program():
+  env = LinearMDP()
+  H, d = env.horizon, env.feature_dim
+
+  def one(params, rho):
+    model = env.model(params)
+    pi = planning.robust_dp(model, jnp.full((H, d), rho)).policy
+    return planning.weight_for_radius(model, pi, rho)[0]
+
+  # One compiled program for every level (eagerly, each level's DP and bisection dispatched and
+  # compiled its scans one by one: ~4 s of a cold ``reproduce r2pvi``).
+  return env, jax.jit(jax.vmap(one, in_axes=(None, 0)), compiler_options=compiler_options(0))
 
 
 def correspondence(levels=FIG_C_LEVELS, xi_norm: float = FIG_C_XI):
   """Exact rho -> weight (``planning.weight_for_radius``) for the rho-robust-optimal policy of each
-  positive rho (float64 when JAX's x64 mode is on)."""
-  env = LinearMDP()
-  model = env.model(env.make_params(delta=DELTA, p=P, xi_norm=xi_norm))
-  H, d = env.horizon, env.feature_dim
-  out = []
-  for rho in levels:
-    if rho <= 0:
-      out.append(float("nan"))
-      continue
-    pi = planning.robust_dp(model, jnp.full((H, d), rho)).policy
-    w, _, _ = planning.weight_for_radius(model, pi, rho)
-    out.append(float(w))
-  return out
+  positive rho (NaN for rho <= 0; float64 when JAX's x64 mode is on)."""
+  env, program = _correspondence_program()
+  levels = np.asarray(levels, dtype=np.float64)
+  positive = levels > 0
+  w = np.asarray(program(env.make_params(delta=DELTA, p=P, xi_norm=xi_norm),
+                         jnp.asarray(np.where(positive, levels, 1.0), jnp.result_type(float))))
+  return [float(x) if ok else float("nan") for x, ok in zip(w, positive)]
 
 
-def run(*, seeds: int, trajectories: int, key) -> dict:
-  env, program = _program(trajectories)
+def run(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
+  """Figure 1(a)-(d). ``opt_level``: XLA backend optimization level (``"auto"``, 0-3;
+  ``compile_options.opt_level_for``; at the paper's size "auto" compiles the linear-MDP program
+  at -O0, 1.1 s instead of 4.3 s, and the put-option program at -O1)."""
+  # Work as for the online programs, with a dataset's collection and fits in place of a run
+  # (two datasets per seed).
+  level = opt_level_for(opt_level, seeds * trajectories * 2)
+  env, program = _program(trajectories, level)
   pa = env.make_params(delta=DELTA, p=P, xi_norm=FIG_A_XI)
   pb = env.make_params(delta=DELTA, p=P, xi_norm=FIG_B_XI)
   dtype = jnp.result_type(float)
@@ -198,7 +217,8 @@ def run(*, seeds: int, trajectories: int, key) -> dict:
   return {"agents": res, "ref": jax.tree_util.tree_map(np.asarray, ref),
           "correspondence": correspondence(), "seconds": time.perf_counter() - t0,
           "put": run_put(seeds=put_seeds, trajectories=trajectories,
-                         key=jax.random.fold_in(key, 3)), "put_seeds": put_seeds}
+                         key=jax.random.fold_in(key, 3), opt_level=opt_level),
+          "put_seeds": put_seeds, "opt_level": level}
 
 
 def _curve(values):
@@ -217,7 +237,8 @@ def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
   base = dict(env="linear-mdp", seeds=seeds, episodes=trajectories, trajectories=trajectories,
               behavior="uniform", preset="paper", beta=BETA, **{"lambda": LAM}, delta=DELTA,
               p=P, H=3, d=4, evaluation="exact expected return of each seed's greedy policy",
-              paper="Tang, Liu & Xu, ICML 2025 (R2PVI), Figure 1")
+              paper="Tang, Liu & Xu, ICML 2025 (R2PVI), Figure 1",
+              xla_backend_optimization_level=_level_name(res.get("opt_level")))
   A, R = res["agents"], res["ref"]
   x = list(QS)
   a = {disp(n): _curve(A[f"a/{n}"]) for n in FIG_A_AGENTS}
@@ -244,6 +265,7 @@ def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
                                d=PUT_ANCHORS + 1, behavior="fixed:1 (always hold)",
                                reg_weights=list(PUT_WEIGHTS), rhos=list(PUT_RHOS),
                                agents=["pevi", "r2pvi-tv", "drpvi"], strike=100,
+                               xla_backend_optimization_level=_level_name(P_.get("opt_level")),
                                evaluation="exact expected return on the price lattice, s0 ~ "
                                           "U[95, 105] integrated exactly")},
       "fig1a": {"x": x, "x_label": "perturbation level q",

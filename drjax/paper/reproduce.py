@@ -119,14 +119,14 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
                 f"rho_1,4 x {s_off} seeds x {episodes} uniform trajectories, "
                 f"{', '.join(drpvi.AGENTS)}, 21 targets (exact) ...")
     jobs["drpvi"] = _Job(lambda: drpvi.run(off_pre, seeds=s_off, trajectories=episodes,
-                                           key=jax.random.fold_in(key, 7)))
+                                           key=jax.random.fold_in(key, 7), opt_level=opt_level))
   if "r2pvi" in names:
     from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
     s_r2 = seeds or r2pvi.DEFAULT_SEEDS
     _log(quiet, f"[drjax] R2PVI paper (r2pvi): Figure 1(a)-(d), {s_r2} seeds x {episodes} "
                 "uniform trajectories, exact evaluation ...")
     jobs["r2pvi"] = _Job(lambda: r2pvi.run(seeds=s_r2, trajectories=episodes,
-                                           key=jax.random.fold_in(key, 8)))
+                                           key=jax.random.fold_in(key, 8), opt_level=opt_level))
   if "sensitivity" in names:
     from drjax.paper import sensitivity  # pylint: disable=g-import-not-at-top
     _log(quiet, "[drjax] sensitivity (linear MDP, exact): V*, dV*/drho_1,4 (autodiff and closed "
