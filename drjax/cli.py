@@ -822,5 +822,38 @@ def main(argv=None) -> int:
   return args.func(args.parser, args)
 
 
+def console_main() -> None:
+  """The ``drjax`` console script (and ``python -m drjax.cli``): ``main``, then a quick exit.
+
+  Once the command has returned (its files written and closed), the exit handlers run
+  (``atexit``: JAX's, logging's, ...), the output streams are flushed and the process ends with
+  ``os._exit``, skipping the interpreter's teardown of JAX, XLA, pandas and matplotlib: 0.4-0.5 s
+  of every command's wall clock on ``amd-epyc-2c`` (e.g. a 4.5 s sweep). Exceptions other than
+  ``SystemExit`` end the process as usual (traceback, full teardown). ``DRJAX_SLOW_EXIT=1``
+  keeps the usual exit.
+  """
+  import atexit  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+
+  try:
+    code = main()
+  except SystemExit as e:
+    code = e.code
+  if os.environ.get("DRJAX_SLOW_EXIT"):
+    sys.exit(code)
+  if code is None:
+    code = 0
+  elif not isinstance(code, int):  # sys.exit("message"): printed, status 1 (as Python does)
+    print(code, file=sys.stderr)
+    code = 1
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):  # closed or broken pipe: nothing more can be written
+      pass
+  os._exit(code & 0xFF)  # pylint: disable=protected-access
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  console_main()

@@ -35,7 +35,7 @@ def test_distribution_name_is_not_googles_drjax_and_version_matches(project):
   # PyPI's `drjax` is Google's DrJAX (MapReduce primitives), which also imports as `drjax`.
   assert project["name"] == cli.DISTRIBUTION == "drjax-rl"
   assert project["version"] == drjax.__version__
-  assert project["scripts"]["drjax"] == "drjax.cli:main"
+  assert project["scripts"]["drjax"] == "drjax.cli:console_main"
   assert all(r.startswith("drjax-rl[") for r in project["optional-dependencies"]["dev"]
              if r.startswith("drjax"))
 
