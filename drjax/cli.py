@@ -829,8 +829,9 @@ def console_main() -> None:
   (``atexit``: JAX's, logging's, ...), the output streams are flushed and the process ends with
   ``os._exit``, skipping the interpreter's teardown of JAX, XLA, pandas and matplotlib: 0.4-0.5 s
   of every command's wall clock on ``amd-epyc-2c`` (e.g. a 4.5 s sweep). Exceptions other than
-  ``SystemExit`` end the process as usual (traceback, full teardown). ``DRJAX_SLOW_EXIT=1``
-  keeps the usual exit.
+  ``SystemExit`` end the process as usual (traceback, full teardown), and so does every exit under
+  a profiler or tracer (``python -m cProfile``, coverage, debuggers write their results after
+  ``main``). ``DRJAX_SLOW_EXIT=1`` keeps the usual exit.
   """
   import atexit  # pylint: disable=g-import-not-at-top
   import os  # pylint: disable=g-import-not-at-top
@@ -839,7 +840,7 @@ def console_main() -> None:
     code = main()
   except SystemExit as e:
     code = e.code
-  if os.environ.get("DRJAX_SLOW_EXIT"):
+  if os.environ.get("DRJAX_SLOW_EXIT") or sys.getprofile() or sys.gettrace():
     sys.exit(code)
   if code is None:
     code = 0

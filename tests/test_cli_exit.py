@@ -35,3 +35,12 @@ def test_exit_handlers_still_run(tmp_path):
   res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
   assert res.returncode == 0 and res.stdout.startswith("drjax-rl "), res
   assert flag.read_text() == "x"
+
+
+def test_a_profiler_still_gets_its_results(tmp_path):
+  """Under ``python -m cProfile`` the exit is the usual one, so the profile is written."""
+  prof = tmp_path / "p.prof"
+  res = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "drjax.cli",
+                        "--version"], capture_output=True, text=True, timeout=120)
+  assert res.returncode == 0, res
+  assert prof.stat().st_size > 0
