@@ -37,3 +37,48 @@ def test_bad_setting_is_refused(monkeypatch):
     monkeypatch.setenv("DRJAX_REPRODUCE_JOBS", bad)
     with pytest.raises(ValueError, match="DRJAX_REPRODUCE_JOBS"):
       rep.max_jobs()
+
+
+def test_bad_figure_workers_setting_is_refused_before_anything_runs(monkeypatch, tmp_path):
+  for bad in ("-1", "one"):
+    monkeypatch.setenv("DRJAX_FIGURE_WORKERS", bad)
+    with pytest.raises(ValueError, match="DRJAX_FIGURE_WORKERS"):
+      rep.reproduce(["fig1", "fig2"], out=str(tmp_path / "o"), seeds=1, episodes=1, quiet=True)
+  assert not (tmp_path / "o" / "fig1").exists() and not (tmp_path / "o" / "fig2").exists()
+
+
+def test_figures_drawn_in_a_worker_process_equal_those_drawn_here(monkeypatch, tmp_path):
+  """Two families: with the worker process (the default for two or more) and without, the same
+  panel files and the same PNG bytes; the worker really is another process."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+
+  pids = {}
+  real = rep.outputs.write_figure
+
+  def spy(out, name, panels, plot=None):
+    pids[name] = os.getpid()
+    return real(out, name, panels, plot=plot)
+
+  got = {}
+  for workers in ("1", "0"):
+    monkeypatch.setenv("DRJAX_FIGURE_WORKERS", workers)
+    monkeypatch.setattr(rep.outputs, "write_figure", spy)
+    pids.clear()
+    out = tmp_path / f"w{workers}"
+    rep.reproduce(["fig1", "fig2"], out=str(out), seeds=2, episodes=3, quiet=True)
+    assert (workers == "1") == ("fig1" not in pids)  # the spy only sees this process's writes
+    files = {}
+    for f in sorted(glob.glob(str(out / "fig*" / "*"))):
+      rel = os.path.relpath(f, out)
+      if f.endswith(".json"):
+        panel = json.load(open(f))
+        panel["config"].pop("run")
+        files[rel] = panel
+      elif f.endswith(".png"):
+        files[rel] = open(f, "rb").read()
+    got[workers] = files
+  assert set(got["1"]) == set(got["0"]) and any(k.endswith(".png") for k in got["1"])
+  for k in got["0"]:
+    assert got["1"][k] == got["0"][k], k

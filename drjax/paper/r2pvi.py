@@ -191,8 +191,20 @@ def correspondence(levels=FIG_C_LEVELS, xi_norm: float = FIG_C_XI):
   return [float(x) if ok else float("nan") for x, ok in zip(w, positive)]
 
 
-def run(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
-  """Figure 1(a)-(d). ``opt_level``: XLA backend optimization level (``"auto"``, 0-3;
+def put_seeds_for(seeds: int) -> int:
+  """Figure 1(d)'s seeds: ``seeds`` capped at ``PUT_DEFAULT_SEEDS``."""
+  return min(seeds, PUT_DEFAULT_SEEDS)
+
+
+def put_key(key):
+  """Figure 1(d)'s key, derived from ``run``'s."""
+  return jax.random.fold_in(key, 3)
+
+
+def run(*, seeds: int, trajectories: int, key, opt_level="auto", put=None) -> dict:
+  """Figure 1(a)-(d). ``put``: Figure 1(d)'s ``run_put`` result when computed elsewhere (``drjax
+  reproduce`` runs it in a thread of its own, with ``put_seeds_for(seeds)`` and
+  ``put_key(key)``); ``None`` computes it here, ``False`` leaves it to the caller. ``opt_level``: XLA backend optimization level (``"auto"``, 0-3;
   ``compile_options.opt_level_for``; at the paper's size "auto" compiles the linear-MDP program
   at -O0, 1.1 s instead of 4.3 s, and the put-option program at -O1)."""
   # Work as for the online programs, with a dataset's collection and fits in place of a run
@@ -213,12 +225,13 @@ def run(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
   for name in FIG_C_AGENTS:  # level 0: DRPVI is defined (rho = 0), R2PVI's weight is not
     if registry.get(name).uncertainty == "regularized":
       res[f"c/{name}"] = np.where(np.isnan(c_levels)[None, :], np.nan, res[f"c/{name}"])
-  put_seeds = min(seeds, PUT_DEFAULT_SEEDS) if seeds >= PUT_DEFAULT_SEEDS else seeds
+  put_seeds = put_seeds_for(seeds)
+  if put is None:
+    put = run_put(seeds=put_seeds, trajectories=trajectories, key=put_key(key),
+                  opt_level=opt_level)
   return {"agents": res, "ref": jax.tree_util.tree_map(np.asarray, ref),
           "correspondence": correspondence(), "seconds": time.perf_counter() - t0,
-          "put": run_put(seeds=put_seeds, trajectories=trajectories,
-                         key=jax.random.fold_in(key, 3), opt_level=opt_level),
-          "put_seeds": put_seeds, "opt_level": level}
+          "put": put, "put_seeds": put_seeds, "opt_level": level}
 
 
 def _curve(values):

@@ -82,6 +82,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   pre = paper.PRESETS[preset]
   paper.opt_level_for(opt_level, 0)  # validates before anything is traced
   max_jobs()  # DRJAX_REPRODUCE_JOBS, validated before anything is traced
+  _figure_workers(0)  # DRJAX_FIGURE_WORKERS, likewise
   names = list(dict.fromkeys(names))
   _recover_all(out, quiet)
   run = _run_id()
@@ -91,7 +92,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   # Every requested family is traced, compiled and run in its own thread, started at once: XLA
   # compiles without the GIL, so one family's compilation overlaps the next one's tracing and
   # the figure writing below (in request order, in this thread). The results do not depend on it.
-  jobs = {}
+  specs = {}
   lin_names = [n for n in names if n in ("fig1", "fig3", "subopt")]
   if lin_names:
     s_lin = seeds or paper.DEFAULT_SEEDS["linear-mdp"]
@@ -100,7 +101,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     _log(quiet, f"[drjax] linear MDP ({', '.join(lin_names)}): {len(paper.LINEAR_XI)} xi_norm x "
                 f"{len(rhos)} rho_1,4 {list(rhos)} x {s_lin} seeds x {episodes} episodes, both "
                 f"algorithms, 21 targets (exact) ...")
-    jobs["linear-mdp"] = _Job(lambda: paper.run_linear_mdp(
+    specs["linear-mdp"] = (lambda: paper.run_linear_mdp(
         pre, seeds=s_lin, episodes=episodes, key=k_lin, rhos=rhos, opt_level=opt_level))
   if "fig2" in names:
     s_put = seeds or paper.DEFAULT_SEEDS["put-option"]
@@ -108,7 +109,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
            f"{test_episodes} test episodes, Monte Carlo with common random numbers")
     _log(quiet, f"[drjax] put option (fig2): 3 rho x {s_put} seeds x {episodes} episodes, both "
                 f"algorithms, 29 targets ({how}) ...")
-    jobs["put-option"] = _Job(lambda: paper.run_put_option(
+    specs["put-option"] = (lambda: paper.run_put_option(
         pre, seeds=s_put, episodes=episodes, key=k_put, test_episodes=test_episodes,
         evaluation=evaluation, opt_level=opt_level))
   if "drpvi" in names:
@@ -118,62 +119,82 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
     _log(quiet, f"[drjax] DRPVI paper (drpvi): {len(drpvi.XI)} xi_norm x {len(drpvi.RHO)} "
                 f"rho_1,4 x {s_off} seeds x {episodes} uniform trajectories, "
                 f"{', '.join(drpvi.AGENTS)}, 21 targets (exact) ...")
-    jobs["drpvi"] = _Job(lambda: drpvi.run(off_pre, seeds=s_off, trajectories=episodes,
+    specs["drpvi"] = (lambda: drpvi.run(off_pre, seeds=s_off, trajectories=episodes,
                                            key=jax.random.fold_in(key, 7), opt_level=opt_level))
   if "r2pvi" in names:
     from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
     s_r2 = seeds or r2pvi.DEFAULT_SEEDS
     _log(quiet, f"[drjax] R2PVI paper (r2pvi): Figure 1(a)-(d), {s_r2} seeds x {episodes} "
                 "uniform trajectories, exact evaluation ...")
-    jobs["r2pvi"] = _Job(lambda: r2pvi.run(seeds=s_r2, trajectories=episodes,
-                                           key=jax.random.fold_in(key, 8), opt_level=opt_level))
+    k_r2 = jax.random.fold_in(key, 8)
+    # Figure 1(d) (the put option) in a thread of its own: its program compiles beside the
+    # linear-MDP one instead of after it.
+    specs["r2pvi-put"] = (lambda: r2pvi.run_put(
+        seeds=r2pvi.put_seeds_for(s_r2), trajectories=episodes, key=r2pvi.put_key(k_r2),
+        opt_level=opt_level))
+    specs["r2pvi"] = (lambda: r2pvi.run(seeds=s_r2, trajectories=episodes, key=k_r2,
+                                           opt_level=opt_level, put=False))
   if "sensitivity" in names:
     from drjax.paper import sensitivity  # pylint: disable=g-import-not-at-top
     _log(quiet, "[drjax] sensitivity (linear MDP, exact): V*, dV*/drho_1,4 (autodiff and closed "
                 "form) on 101 rho x 3 xi_norm, kinks, [H, d] map, worst-case search ...")
-    jobs["sensitivity"] = _Job(lambda: sensitivity.run(seed=seed))
-  if "linear-mdp" in jobs:
+    specs["sensitivity"] = (lambda: sensitivity.run(seed=seed))
+  # Started longest first (they take the max_jobs() slots in this order), so that the last
+  # family to finish is a short one.
+  jobs = {k: _Job(specs[k]) for k in _START_ORDER if k in specs}
+  figures = _Figures(out, quiet, t_start, timings,
+                     workers=_figure_workers(len([j for j in jobs if j != "r2pvi-put"])))
+
+  def linear_done():
     res = jobs["linear-mdp"].result()
     _log(quiet, f"[drjax]   linear MDP computed: {jobs['linear-mdp'].describe()}")
     panels = paper.linear_panels(res, pre, seeds=s_lin, episodes=episodes, names=lin_names)
     for n in lin_names:
-      outputs.write_figure(out, n, _stamp(panels[n], run))
-      _log(quiet, f"[drjax]   wrote {os.path.join(out, n)}/ ({len(panels[n])} panels)")
-    timings["linear-mdp"] = time.perf_counter() - t_start
-    _log(quiet, f"[drjax]   linear MDP done at {timings['linear-mdp']:.1f} s")
-  if "put-option" in jobs:
+      figures.write(n, _stamp(panels[n], run), family="linear-mdp",
+                    note=f"{len(panels[n])} panels")
+
+  def put_done():
     res = jobs["put-option"].result()
     _log(quiet, f"[drjax]   put option computed: {jobs['put-option'].describe()}")
     panels = paper.put_panels(res, pre, seeds=s_put, episodes=episodes,
                               test_episodes=test_episodes)
-    outputs.write_figure(out, "fig2", _stamp(panels["fig2"], run))
-    timings["put-option"] = time.perf_counter() - t_start
-    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'fig2')}/ (done at "
-                f"{timings['put-option']:.1f} s)")
-  if "drpvi" in jobs:
+    figures.write("fig2", _stamp(panels["fig2"], run), family="put-option")
+
+  def drpvi_done():
     res = jobs["drpvi"].result()
     _log(quiet, f"[drjax]   DRPVI paper computed: {jobs['drpvi'].describe()}")
-    outputs.write_figure(out, "drpvi", _stamp(drpvi.panels(res, off_pre, seeds=s_off,
-                                                           trajectories=episodes), run))
-    timings["drpvi"] = time.perf_counter() - t_start
-    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'drpvi')}/ (done at "
-                f"{timings['drpvi']:.1f} s)")
-  if "r2pvi" in jobs:
-    res = jobs["r2pvi"].result()
-    _log(quiet, f"[drjax]   R2PVI paper computed: {jobs['r2pvi'].describe()}")
-    outputs.write_figure(out, "r2pvi", _stamp(r2pvi.panels(res, seeds=s_r2,
-                                                           trajectories=episodes), run),
-                         plot=r2pvi.plot)
-    timings["r2pvi"] = time.perf_counter() - t_start
-    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'r2pvi')}/ (done at "
-                f"{timings['r2pvi']:.1f} s)")
-  if "sensitivity" in jobs:
+    figures.write("drpvi", _stamp(drpvi.panels(res, off_pre, seeds=s_off, trajectories=episodes),
+                                  run), family="drpvi")
+
+  def r2pvi_done():
+    res = dict(jobs["r2pvi"].result(), put=jobs["r2pvi-put"].result())
+    _log(quiet, f"[drjax]   R2PVI paper computed: {jobs['r2pvi'].describe()}; Figure 1(d): "
+                f"{jobs['r2pvi-put'].describe()}")
+    figures.write("r2pvi", _stamp(r2pvi.panels(res, seeds=s_r2, trajectories=episodes), run),
+                  plot=r2pvi.plot, family="r2pvi")
+
+  def sensitivity_done():
     panels, _ = jobs["sensitivity"].result()
     _log(quiet, f"[drjax]   sensitivity computed: {jobs['sensitivity'].describe()}")
-    outputs.write_figure(out, "sensitivity", _stamp(panels, run), plot=sensitivity.plot)
-    timings["sensitivity"] = time.perf_counter() - t_start
-    _log(quiet, f"[drjax]   wrote {os.path.join(out, 'sensitivity')}/ (done at "
-                f"{timings['sensitivity']:.1f} s)")
+    figures.write("sensitivity", _stamp(panels, run), plot=sensitivity.plot,
+                  family="sensitivity")
+
+  # Each family's figures as soon as its results are in (whichever finishes first).
+  waiting = {"linear-mdp": (("linear-mdp",), linear_done), "put-option": (("put-option",), put_done),
+             "drpvi": (("drpvi",), drpvi_done), "r2pvi": (("r2pvi", "r2pvi-put"), r2pvi_done),
+             "sensitivity": (("sensitivity",), sensitivity_done)}
+  waiting = {k: v for k, v in waiting.items() if k in jobs}
+  try:
+    while waiting:
+      ready = [k for k, (deps, _) in waiting.items() if all(jobs[d].done() for d in deps)]
+      if not ready:
+        time.sleep(0.01)
+        continue
+      for k in ready:
+        waiting.pop(k)[1]()
+    figures.wait()
+  finally:
+    figures.close()
   if "r2pvi-time" in names:
     # Timed last and alone: no other family compiles or runs in a thread beside the timed fits.
     from drjax.paper import r2pvi_time  # pylint: disable=g-import-not-at-top
@@ -206,24 +227,20 @@ def _on_event(event, duration_secs, **_):
 
 
 def max_jobs() -> int:
-  """How many experiment families run at once: ``DRJAX_REPRODUCE_JOBS``, else all of them on
-  jaxlib < 0.11 and as many as there are cores on newer jaxlib.
+  """How many experiment families run at once: ``DRJAX_REPRODUCE_JOBS``, else as many as there
+  are cores.
 
   Each family compiles in its own thread (XLA compiles without the GIL), so overlapping them
-  hides tracing behind compilation. On jaxlib 0.12, whose CPU fusion emitters drjax cannot turn
-  off, ``reproduce all`` peaked at 3.3-3.5 GiB with all five families at once against 1.4 GiB one
-  at a time, in about the same wall time on 2 cores (40-45 s); on jaxlib 0.10.2 (fusion emitters
-  off) all at once peaks at 1.5-1.6 GiB and was faster under load (34 s vs 53 s with 2 at a
-  time, load 3), so there the default stays all at once.
+  hides tracing behind compilation; more threads than cores only make every family finish late
+  (the figures, drawn in a worker process, then all wait for the end). Measured cold on
+  ``amd-epyc-2c`` (jax 0.10.2, idle): 20-21 s with 2 at a time against 24-25 s with all of them;
+  on jaxlib 0.12 all at once also peaked at 3.3-3.5 GiB against 1.4 GiB one at a time.
   """
   env = os.environ.get("DRJAX_REPRODUCE_JOBS", "").strip()
   if env:
     if not env.isdigit() or int(env) < 1:
       raise ValueError(f"DRJAX_REPRODUCE_JOBS must be an integer >= 1, got {env!r}")
     return int(env)
-  import jaxlib  # pylint: disable=g-import-not-at-top
-  if tuple(int(x) for x in jaxlib.__version__.split(".")[:2]) < (0, 11):
-    return 1 << 10
   try:
     return max(1, len(os.sched_getaffinity(0)))
   except AttributeError:  # not Linux
@@ -273,11 +290,94 @@ class _Job:
     return (f"trace {p.get('trace', 0.0):.1f} s, lower {p.get('lower', 0.0):.1f} s, XLA compile "
             f"{p.get('compile', 0.0):.1f} s, in all {p.get('total', 0.0):.1f} s (threads overlap)")
 
+  def done(self) -> bool:
+    return not self._thread.is_alive()
+
   def result(self):
     self._thread.join()
     if self._err is not None:
       raise self._err
     return self._out
+
+
+# Families by their cold compute time on amd-epyc-2c (jax 0.10.2), longest first.
+_START_ORDER = ("r2pvi", "drpvi", "r2pvi-put", "linear-mdp", "put-option", "sensitivity")
+
+
+def _figure_workers(families: int) -> int:
+  """Worker processes that draw the figures: ``DRJAX_FIGURE_WORKERS``, else 1 when two or more
+  families are computed (the figures of one then draw while the others compile), else 0 (drawn
+  in this process)."""
+  env = os.environ.get("DRJAX_FIGURE_WORKERS", "").strip()
+  if env:
+    try:
+      n = int(env)
+    except ValueError:
+      n = -1
+    if n < 0:
+      raise ValueError(f"DRJAX_FIGURE_WORKERS must be an integer >= 0, got {env!r}")
+    return n
+  return 1 if families >= 2 else 0
+
+
+def _draw(out, name, panels, plot):
+  """Worker-side ``outputs.write_figure``; returns the wall-clock time it finished."""
+  outputs.write_figure(out, name, panels, plot=plot)
+  return time.time()
+
+
+def _quiet_worker():
+  import signal  # pylint: disable=g-import-not-at-top
+  # Ctrl-C goes to the whole process group: the main process handles it (and stops submitting);
+  # the worker finishes the figure it is writing (written atomically either way) and exits.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  from drjax.paper import layout  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  from matplotlib.backends import backend_agg, backend_pdf  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+
+
+class _Figures:
+  """Writes figures in a worker process (``workers >= 1``) or in this one (``0``).
+
+  Drawing and saving a figure is Python-bound (matplotlib: ~7 s for ``reproduce all`` on
+  ``amd-epyc-2c``); in this process it competes for the GIL with the families still tracing. The
+  worker is spawned at once (a fresh interpreter: no JAX state is copied) and imports matplotlib
+  while the families trace.
+  """
+
+  def __init__(self, out, quiet, t_start, timings, workers: int):
+    self._out, self._quiet, self._t0, self._timings = out, quiet, t_start, timings
+    self._pending = []
+    self._pool = None
+    self._wall0 = time.time() - (time.perf_counter() - t_start)
+    if workers:
+      import concurrent.futures  # pylint: disable=g-import-not-at-top
+      import multiprocessing  # pylint: disable=g-import-not-at-top
+      self._pool = concurrent.futures.ProcessPoolExecutor(
+          workers, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_worker)
+
+  def write(self, name, panels, *, plot=None, family, note=""):
+    if self._pool is None:
+      outputs.write_figure(self._out, name, panels, plot=plot)
+      self._written(name, family, note, time.perf_counter() - self._t0)
+    else:
+      fut = self._pool.submit(_draw, self._out, name, panels, plot)
+      self._pending.append((fut, name, family, note))
+
+  def _written(self, name, family, note, at):
+    self._timings[family] = at
+    extra = f"{note}, " if note else ""
+    _log(self._quiet, f"[drjax]   wrote {os.path.join(self._out, name)}/ ({extra}done at "
+                      f"{at:.1f} s)")
+
+  def wait(self):
+    for fut, name, family, note in self._pending:
+      self._written(name, family, note, fut.result() - self._wall0)
+    self._pending = []
+
+  def close(self):
+    if self._pool is not None:
+      self._pool.shutdown(wait=not self._pending, cancel_futures=True)
+      self._pool = None
 
 
 def _run_id() -> str:
