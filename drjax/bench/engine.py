@@ -1,7 +1,9 @@
 """Engine benchmark: drjax's training engine against strong NumPy implementations, same process.
 
 For each workload (DR-LSVI-UCB, paper preset, float32; linear MDP xi 0.1, rho_{1,4} = 0.5, beta 1,
-lambda 0.1 unless stated) drjax and the NumPy baselines of ``numpy_ref.py`` (vectorized over
+lambda 0.1 unless stated) drjax, called through ``drjax.sweep`` (the entry point a user calls,
+validation included; before 2026-11-26 evening a direct ``jit(vmap(make_train))``), and the NumPy
+baselines of ``numpy_ref.py`` (vectorized over
 seeds, O(k) planning, rank-1 updates, batched factorizations, exact alpha maximization by one
 argsort + prefix sums; and the sufficient-statistics variant for finite environments) are timed
 interleaved, median of ``reps`` warm runs each, and the mean returns of both are reported with
@@ -75,11 +77,10 @@ def drjax_runner(kind: str, seeds: int, episodes: int, extra: dict):
   make = drjax.lsvi_ucb if extra.get("agent") == "lsvi" else drjax.dr_lsvi_ucb
   agent = make(H, d, A, episodes)
   hp = drjax.make_hparams(H, d, rho=rho, beta=1.0, lam=0.1)
-  train = drjax.make_train(env, agent, episodes, outputs=("returns",))
-  fn = jax.jit(jax.vmap(train, in_axes=(0, None, None)))
 
-  def run(key):
-    return np.asarray(fn(jax.random.split(key, seeds), hp, params).returns)
+  def run(key):  # the entry point a user calls, host validation included
+    return np.asarray(drjax.sweep(env, params, agent, key, num_seeds=seeds, num_episodes=episodes,
+                                  hparams=hp, outputs=("returns",)).returns)
 
   return run, env, params
 
