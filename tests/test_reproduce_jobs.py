@@ -47,38 +47,44 @@ def test_bad_figure_workers_setting_is_refused_before_anything_runs(monkeypatch,
   assert not (tmp_path / "o" / "fig1").exists() and not (tmp_path / "o" / "fig2").exists()
 
 
-def test_figures_drawn_in_a_worker_process_equal_those_drawn_here(monkeypatch, tmp_path):
-  """Two families: with the worker process (the default for two or more) and without, the same
-  panel files and the same PNG bytes; the worker really is another process."""
+def test_figures_drawn_in_a_worker_process_equal_those_drawn_here(tmp_path):
+  """The committed fig2 and r2pvi panels drawn by the worker process and in this process: the
+  same panel files and the same PNG bytes."""
   import glob  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
   import os  # pylint: disable=g-import-not-at-top
+  from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
 
-  pids = {}
-  real = rep.outputs.write_figure
+  root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                      "figures-run", "paper")
 
-  def spy(out, name, panels, plot=None):
-    pids[name] = os.getpid()
-    return real(out, name, panels, plot=plot)
+  def panels(name):
+    return {os.path.splitext(os.path.basename(f))[0]: json.load(open(f))
+            for f in sorted(glob.glob(os.path.join(root, name, "*.json")))}
 
   got = {}
-  for workers in ("1", "0"):
-    monkeypatch.setenv("DRJAX_FIGURE_WORKERS", workers)
-    monkeypatch.setattr(rep.outputs, "write_figure", spy)
-    pids.clear()
-    out = tmp_path / f"w{workers}"
-    rep.reproduce(["fig1", "fig2"], out=str(out), seeds=2, episodes=3, quiet=True)
-    assert (workers == "1") == ("fig1" not in pids)  # the spy only sees this process's writes
+  for workers in (1, 0):
+    out = str(tmp_path / f"w{workers}")
+    figures = rep._Figures(out, True, 0.0, {}, workers=workers)  # pylint: disable=protected-access
+    assert (figures._pool is not None) == (workers == 1)  # pylint: disable=protected-access
+    try:
+      figures.write("fig2", panels("fig2"), family="put-option")
+      figures.write("r2pvi", panels("r2pvi"), plot=r2pvi.plot, family="r2pvi")
+      figures.wait()
+    finally:
+      figures.close()
     files = {}
-    for f in sorted(glob.glob(str(out / "fig*" / "*"))):
-      rel = os.path.relpath(f, out)
-      if f.endswith(".json"):
-        panel = json.load(open(f))
-        panel["config"].pop("run")
-        files[rel] = panel
-      elif f.endswith(".png"):
-        files[rel] = open(f, "rb").read()
+    for f in sorted(glob.glob(os.path.join(out, "*", "*"))):
+      if f.endswith((".json", ".png")):
+        files[os.path.relpath(f, out)] = open(f, "rb").read()
     got[workers] = files
-  assert set(got["1"]) == set(got["0"]) and any(k.endswith(".png") for k in got["1"])
-  for k in got["0"]:
-    assert got["1"][k] == got["0"][k], k
+  assert len(got[0]) >= 4 and set(got[1]) == set(got[0])
+  for k in got[0]:
+    assert got[1][k] == got[0][k], k
+
+
+def test_the_worker_is_used_for_two_families_or_more(monkeypatch):
+  monkeypatch.delenv("DRJAX_FIGURE_WORKERS", raising=False)
+  assert rep._figure_workers(1) == 0 and rep._figure_workers(2) == 1  # pylint: disable=protected-access
+  monkeypatch.setenv("DRJAX_FIGURE_WORKERS", "3")
+  assert rep._figure_workers(1) == 3  # pylint: disable=protected-access
