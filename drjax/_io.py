@@ -22,6 +22,7 @@ def _umask() -> int:
 
 _UMASK = _umask()  # read once at import (os.umask can only be read by setting it)
 FILE_MODE = 0o666 & ~_UMASK  # the mode of a file created by open(path, "w")
+DIR_MODE = 0o777 & ~_UMASK  # the mode of a directory created by os.mkdir (mkdtemp's is 0o700)
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:

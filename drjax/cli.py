@@ -262,9 +262,17 @@ def _cmd_reproduce(parser, args) -> int:
       parser.error(f"unknown figure {n!r}; choose from {', '.join(FIGURES)} or all")
   _check_run_flags(parser, args)
   from drjax.paper import reproduce as rep  # pylint: disable=g-import-not-at-top
-  rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
-                preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
-                quiet=args.quiet, evaluation=args.evaluation, opt_level=_opt_level(args))
+  try:
+    rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
+                  preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
+                  quiet=args.quiet, evaluation=args.evaluation, opt_level=_opt_level(args))
+  except KeyboardInterrupt:
+    # Ctrl-C: one line and exit code 130. Every figure directory is written atomically, so each
+    # one in --out is either the new complete one or the previous one.
+    print(f"drjax reproduce: interrupted; the figure directories in {args.out} are complete "
+          "(each the new or the previous one); rerun the command to compute the rest",
+          file=sys.stderr, flush=True)
+    return 130
   return 0
 
 
@@ -847,7 +855,10 @@ def console_main() -> None:
   elif not isinstance(code, int):  # sys.exit("message"): printed, status 1 (as Python does)
     print(code, file=sys.stderr)
     code = 1
-  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  if code != 130:
+    # After Ctrl-C (130) the exit handlers are skipped too: JAX's would wait for the
+    # compilations still running in the threads of `drjax reproduce` (it hung there).
+    atexit._run_exitfuncs()  # pylint: disable=protected-access
   for stream in (sys.stdout, sys.stderr):
     try:
       stream.flush()

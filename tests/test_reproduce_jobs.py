@@ -79,6 +79,9 @@ def test_figures_drawn_in_a_worker_process_equal_those_drawn_here(tmp_path):
         files[os.path.relpath(f, out)] = open(f, "rb").read()
     got[workers] = files
   assert len(got[0]) >= 4 and set(got[1]) == set(got[0])
+  from drjax import _io  # pylint: disable=g-import-not-at-top
+  for workers in (1, 0):  # a figure directory gets the mode of os.mkdir (mkdtemp gives 0o700)
+    assert os.stat(tmp_path / f"w{workers}" / "fig2").st_mode & 0o777 == _io.DIR_MODE
   for k in got[0]:
     assert got[1][k] == got[0][k], k
 
@@ -88,3 +91,38 @@ def test_the_worker_is_used_for_two_families_or_more(monkeypatch):
   assert rep._figure_workers(1) == 0 and rep._figure_workers(2) == 1  # pylint: disable=protected-access
   monkeypatch.setenv("DRJAX_FIGURE_WORKERS", "3")
   assert rep._figure_workers(1) == 3  # pylint: disable=protected-access
+
+
+def test_ctrl_c_prints_one_line_exits_130_and_leaves_only_complete_figures(tmp_path):
+  """SIGINT once the first family has its results (its figure then being drawn by the worker):
+  exit code 130, one line, every figure directory complete, no temporary directory, and no
+  worker process left behind."""
+  import os  # pylint: disable=g-import-not-at-top
+  import signal  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  out = tmp_path / "out"
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  env.update(PYTHONUNBUFFERED="1", DRJAX_NO_CACHE="1")
+  proc = subprocess.Popen([sys.executable, "-m", "drjax.cli", "reproduce", "sensitivity", "fig2",
+                           "--seeds", "2", "--episodes", "3", "--test-episodes", "3",
+                           "--out", str(out)], stderr=subprocess.PIPE, text=True, env=env)
+  lines = []
+  for line in proc.stderr:
+    lines.append(line)
+    if "computed:" in line:
+      proc.send_signal(signal.SIGINT)
+      break
+  _, rest = proc.communicate(timeout=120)
+  lines += rest.splitlines(keepends=True)
+  assert proc.returncode == 130, "".join(lines)
+  assert lines[-1].startswith("drjax reproduce: interrupted;"), "".join(lines[-5:])
+  assert not any("Traceback" in x for x in lines), "".join(lines)
+  names = sorted(os.listdir(out))
+  assert not [n for n in names if n.startswith(".")], names  # no temporary directories
+  for n in names:
+    if os.path.isdir(out / n):
+      assert any(f.endswith(".png") for f in os.listdir(out / n)), n
+  ps = subprocess.run(["ps", "-o", "pid=,ppid=,args=", "-e"], capture_output=True, text=True)
+  assert not [x for x in ps.stdout.splitlines() if f"{proc.pid}" in x.split()[1:2]], ps.stdout

@@ -16,6 +16,7 @@ import tempfile
 import numpy as np
 
 from drjax import style
+from drjax import _io
 from drjax._io import atomic_write
 from drjax.agents import registry
 
@@ -505,6 +506,7 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   final = os.path.join(out_dir, name)
   pid = os.getpid()
   tmp = tempfile.mkdtemp(prefix=f".{name}.new.{pid}.", dir=out_dir)
+  os.chmod(tmp, _io.DIR_MODE)  # renamed into place below: readable like any other directory
   old = None
   try:
     for tag, panel in panels.items():

@@ -320,17 +320,36 @@ def _figure_workers(families: int) -> int:
   return 1 if families >= 2 else 0
 
 
+_DRAWING = threading.Lock()  # held by the worker while it writes a figure
+
+
+def _noop():
+  return None
+
+
 def _draw(out, name, panels, plot):
   """Worker-side ``outputs.write_figure``; returns the wall-clock time it finished."""
-  outputs.write_figure(out, name, panels, plot=plot)
+  with _DRAWING:
+    outputs.write_figure(out, name, panels, plot=plot)
   return time.time()
 
 
 def _quiet_worker():
   import signal  # pylint: disable=g-import-not-at-top
-  # Ctrl-C goes to the whole process group: the main process handles it (and stops submitting);
-  # the worker finishes the figure it is writing (written atomically either way) and exits.
+  # Ctrl-C goes to the whole process group: the main process handles it (stops submitting, waits
+  # for the figure being written, shuts the worker down); the worker ignores it. If the main
+  # process is killed, the worker finishes its figure and exits.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
+  import threading  # pylint: disable=g-import-not-at-top
+  parent = os.getppid()
+
+  def orphaned():  # the main process ended (killed): end too, after the current figure
+    while os.getppid() == parent:
+      time.sleep(0.5)
+    with _DRAWING:
+      os._exit(0)  # pylint: disable=protected-access
+
+  threading.Thread(target=orphaned, daemon=True).start()
   from drjax.paper import layout  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   from matplotlib.backends import backend_agg, backend_pdf  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
 
@@ -352,8 +371,21 @@ class _Figures:
     if workers:
       import concurrent.futures  # pylint: disable=g-import-not-at-top
       import multiprocessing  # pylint: disable=g-import-not-at-top
-      self._pool = concurrent.futures.ProcessPoolExecutor(
-          workers, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_worker)
+      import signal  # pylint: disable=g-import-not-at-top
+      # The workers start now (a first, empty task) with SIGINT ignored, which a new interpreter
+      # keeps: a Ctrl-C while one is still starting cannot reach it (the main process handles it).
+      try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+      except ValueError:  # not the main thread: leave the handler alone
+        previous = None
+      try:
+        self._pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_worker)
+        for _ in range(workers):
+          self._pool.submit(_noop)
+      finally:
+        if previous is not None:
+          signal.signal(signal.SIGINT, previous)
 
   def write(self, name, panels, *, plot=None, family, note=""):
     if self._pool is None:
@@ -375,9 +407,13 @@ class _Figures:
     self._pending = []
 
   def close(self):
+    """Shuts the worker down: queued figures are cancelled, the one being written finishes."""
     if self._pool is not None:
-      self._pool.shutdown(wait=not self._pending, cancel_futures=True)
+      import gc  # pylint: disable=g-import-not-at-top
+      self._pool.shutdown(wait=True, cancel_futures=True)
       self._pool = None
+      self._pending = []
+      gc.collect()  # releases the pool's semaphores now (the command may end with os._exit)
 
 
 def _run_id() -> str:
