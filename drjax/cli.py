@@ -830,6 +830,15 @@ def main(argv=None) -> int:
   return args.func(args.parser, args)
 
 
+def _observed() -> bool:
+  """A profiler, tracer, debugger or coverage tool is attached (``sys.setprofile``/``settrace``,
+  or a ``sys.monitoring`` tool: Python 3.12's cProfile uses one)."""
+  if sys.getprofile() is not None or sys.gettrace() is not None:
+    return True
+  monitoring = getattr(sys, "monitoring", None)
+  return monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6))
+
+
 def console_main() -> None:
   """The ``drjax`` console script (and ``python -m drjax.cli``): ``main``, then a quick exit.
 
@@ -848,7 +857,7 @@ def console_main() -> None:
     code = main()
   except SystemExit as e:
     code = e.code
-  if os.environ.get("DRJAX_SLOW_EXIT") or sys.getprofile() or sys.gettrace():
+  if os.environ.get("DRJAX_SLOW_EXIT") or _observed():
     sys.exit(code)
   if code is None:
     code = 0
