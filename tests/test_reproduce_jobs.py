@@ -89,6 +89,7 @@ def test_figures_drawn_in_a_worker_process_equal_those_drawn_here(tmp_path):
 def test_the_worker_is_used_for_two_families_or_more(monkeypatch):
   monkeypatch.delenv("DRJAX_FIGURE_WORKERS", raising=False)
   assert rep._figure_workers(1) == 0 and rep._figure_workers(2) == 1  # pylint: disable=protected-access
+  assert rep._figure_workers(2, auto=False) == 0  # library calls: in this process  # pylint: disable=protected-access
   monkeypatch.setenv("DRJAX_FIGURE_WORKERS", "3")
   assert rep._figure_workers(1) == 3  # pylint: disable=protected-access
 

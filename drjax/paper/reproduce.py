@@ -68,8 +68,13 @@ def _recover_all(out: str, quiet: bool) -> None:
 
 def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str = "paper",
               test_episodes: int = 100, seed: int = 0, quiet: bool = False,
-              evaluation: str = "exact", opt_level="auto") -> dict:
+              evaluation: str = "exact", opt_level="auto", figure_process: bool = False) -> dict:
   """Runs the requested figures and writes ``out/<NAME>/`` and ``out/results.md``.
+
+  ``figure_process``: draw the figures in a spawned worker process when two or more families run
+  (``drjax reproduce`` does; ``DRJAX_FIGURE_WORKERS`` overrides either way). Off by default in
+  library calls: a spawned process imports the caller's ``__main__``, which a script without an
+  ``if __name__ == "__main__":`` guard would run again.
 
   ``opt_level``: XLA backend optimization level of the training programs (``"auto"``, 0-3; see
   ``programs.opt_level_for``).
@@ -143,7 +148,8 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   # family to finish is a short one.
   jobs = {k: _Job(specs[k]) for k in _START_ORDER if k in specs}
   figures = _Figures(out, quiet, t_start, timings,
-                     workers=_figure_workers(len([j for j in jobs if j != "r2pvi-put"])))
+                     workers=_figure_workers(len([j for j in jobs if j != "r2pvi-put"]),
+                                             figure_process))
 
   def linear_done():
     res = jobs["linear-mdp"].result()
@@ -304,10 +310,10 @@ class _Job:
 _START_ORDER = ("r2pvi", "drpvi", "r2pvi-put", "linear-mdp", "put-option", "sensitivity")
 
 
-def _figure_workers(families: int) -> int:
-  """Worker processes that draw the figures: ``DRJAX_FIGURE_WORKERS``, else 1 when two or more
-  families are computed (the figures of one then draw while the others compile), else 0 (drawn
-  in this process)."""
+def _figure_workers(families: int, auto: bool = True) -> int:
+  """Worker processes that draw the figures: ``DRJAX_FIGURE_WORKERS``, else (with ``auto``) 1 when
+  two or more families are computed (the figures of one then draw while the others compile),
+  else 0 (drawn in this process)."""
   env = os.environ.get("DRJAX_FIGURE_WORKERS", "").strip()
   if env:
     try:
@@ -317,7 +323,7 @@ def _figure_workers(families: int) -> int:
     if n < 0:
       raise ValueError(f"DRJAX_FIGURE_WORKERS must be an integer >= 0, got {env!r}")
     return n
-  return 1 if families >= 2 else 0
+  return 1 if auto and families >= 2 else 0
 
 
 _DRAWING = threading.Lock()  # held by the worker while it writes a figure
