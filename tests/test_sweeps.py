@@ -6,9 +6,7 @@ few program shapes. Everything runs in float64 (tests/conftest.py); CLI calls pa
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
 import os
 import socket
@@ -25,6 +23,8 @@ import drjax
 from drjax import _xla
 from drjax import cli, evaluate, sweeps
 from drjax.envs.linear_mdp import LinearMDP, target_params
+
+import sweep_cli  # tests/sweep_cli.py
 
 K = 6
 SMALL = dict(env="linear-mdp", agents=("dr-lsvi-ucb",), seeds=5, episodes=K, rho=(0.0, 0.5),
@@ -69,20 +69,7 @@ def _cli_subprocess(args, cache, timeout=240, **env):
                         text=True, env=_env(cache, **env), timeout=timeout)
 
 
-def _cli(args):
-  """``drjax sweep ARGS`` in this process: (exit code, stderr). Keeps x64 and XLA_FLAGS as is."""
-  err = io.StringIO()
-  x64, flags = jax.config.jax_enable_x64, os.environ.get("XLA_FLAGS")
-  try:
-    with contextlib.redirect_stderr(err):
-      code = cli.main(["sweep", *args])
-  except SystemExit as e:
-    code = e.code
-  finally:
-    jax.config.update("jax_enable_x64", x64)
-    if flags is not None:
-      os.environ["XLA_FLAGS"] = flags
-  return code, err.getvalue()
+_cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)
 
 
 @pytest.fixture(scope="module")

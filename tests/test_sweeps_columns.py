@@ -8,14 +8,15 @@ typed, so ``df.xi_norm == 0.1`` selects rows; error messages print the typed val
 from __future__ import annotations
 
 import contextlib
-import io
 
 import jax
 import numpy as np
 import pandas as pd
 import pytest
 
-from drjax import cli, sweeps
+from drjax import sweeps
+
+import sweep_cli  # tests/sweep_cli.py
 
 
 @contextlib.contextmanager
@@ -28,18 +29,7 @@ def _float32():
     jax.config.update("jax_enable_x64", x64)
 
 
-def _cli(args):
-  """``drjax sweep ARGS`` in this process: (exit code, stderr); restores jax_enable_x64."""
-  err = io.StringIO()
-  x64 = jax.config.jax_enable_x64
-  try:
-    with contextlib.redirect_stderr(err):
-      code = cli.main(["sweep", *args])
-  except SystemExit as e:
-    code = e.code
-  finally:
-    jax.config.update("jax_enable_x64", x64)
-  return code, err.getvalue()
+_cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)
 
 
 TYPED_Q = [i / 20 for i in range(21)]  # i / 20 is the float64 nearest to the decimal i * 0.05

@@ -7,8 +7,6 @@ last long enough to send a SIGINT while chunks remain.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shlex
@@ -18,12 +16,13 @@ import sys
 import threading
 import time
 
-import jax
 import numpy as np
 import pytest
 
 from drjax import _xla
-from drjax import cli, sweeps
+from drjax import sweeps
+
+import sweep_cli  # tests/sweep_cli.py
 
 K = 6
 SMALL = dict(env="linear-mdp", agents=("dr-lsvi-ucb",), seeds=5, episodes=K, rho=(0.0, 0.5),
@@ -61,20 +60,7 @@ def _results(d):
   return {f: (d / f).read_bytes() for f in FILES}
 
 
-def _cli(args):
-  """``drjax sweep ARGS`` in this process: (exit code, stderr). Keeps x64 and XLA_FLAGS as is."""
-  err = io.StringIO()
-  x64, flags = jax.config.jax_enable_x64, os.environ.get("XLA_FLAGS")
-  try:
-    with contextlib.redirect_stderr(err):
-      code = cli.main(["sweep", *args])
-  except SystemExit as e:
-    code = e.code
-  finally:
-    jax.config.update("jax_enable_x64", x64)
-    if flags is not None:
-      os.environ["XLA_FLAGS"] = flags
-  return code, err.getvalue()
+_cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)
 
 
 def _env(**extra):

@@ -8,21 +8,21 @@ either way, for every chunk size and device count. K = 6, 5 seeds x 2 rho; float
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 from drjax import _xla
-from drjax import cli, sweeps
+from drjax import sweeps
+
+import sweep_cli  # tests/sweep_cli.py
 
 K = 6
 SMALL = dict(env="linear-mdp", agents=("dr-lsvi-ucb", "lsvi-ucb"), seeds=5, episodes=K,
@@ -40,17 +40,7 @@ def _bytes(d, files=FILES):
   return {f: (d / f).read_bytes() for f in files}
 
 
-def _cli(args):
-  err = io.StringIO()
-  x64 = jax.config.jax_enable_x64
-  try:
-    with contextlib.redirect_stderr(err):
-      code = cli.main(["sweep", *args])
-  except SystemExit as e:
-    code = e.code
-  finally:
-    jax.config.update("jax_enable_x64", x64)
-  return code, err.getvalue()
+_cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)
 
 
 def _run(out, overlap, **kw):
