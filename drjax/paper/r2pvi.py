@@ -202,11 +202,14 @@ def put_key(key):
 
 
 def run(*, seeds: int, trajectories: int, key, opt_level="auto", put=None) -> dict:
-  """Figure 1(a)-(d). ``put``: Figure 1(d)'s ``run_put`` result when computed elsewhere (``drjax
-  reproduce`` runs it in a thread of its own, with ``put_seeds_for(seeds)`` and
-  ``put_key(key)``); ``None`` computes it here, ``False`` leaves it to the caller. ``opt_level``: XLA backend optimization level (``"auto"``, 0-3;
-  ``compile_options.opt_level_for``; at the paper's size "auto" compiles the linear-MDP program
-  at -O0, 1.1 s instead of 4.3 s, and the put-option program at -O1)."""
+  """Figure 1(a)-(d).
+
+  ``put``: Figure 1(d)'s ``run_put`` result when computed elsewhere (``drjax reproduce`` runs it
+  in a thread of its own, with ``put_seeds_for(seeds)`` and ``put_key(key)``); ``None`` computes
+  it here, ``False`` leaves it to the caller. ``opt_level``: XLA backend optimization level
+  (``"auto"``, 0-3; ``compile_options.opt_level_for``; at the paper's size "auto" compiles the
+  linear-MDP program at -O0, 1.1 s instead of 4.3 s, and the put-option program at -O1).
+  """
   # Work as for the online programs, with a dataset's collection and fits in place of a run
   # (two datasets per seed).
   level = opt_level_for(opt_level, seeds * trajectories * 2)

@@ -94,9 +94,10 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
   key = jax.random.PRNGKey(seed)
   k_lin, k_put = jax.random.split(key)
   timings = {}
-  # Every requested family is traced, compiled and run in its own thread, started at once: XLA
-  # compiles without the GIL, so one family's compilation overlaps the next one's tracing and
-  # the figure writing below (in request order, in this thread). The results do not depend on it.
+  # Every requested family is traced, compiled and run in its own thread (at most max_jobs() at
+  # once, longest first): XLA compiles without the GIL, so one family's compilation overlaps the
+  # next one's tracing and the figure drawing below (as each family finishes, in the figure
+  # worker or in this thread). The results do not depend on it.
   specs = {}
   lin_names = [n for n in names if n in ("fig1", "fig3", "subopt")]
   if lin_names:
@@ -125,7 +126,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
                 f"rho_1,4 x {s_off} seeds x {episodes} uniform trajectories, "
                 f"{', '.join(drpvi.AGENTS)}, 21 targets (exact) ...")
     specs["drpvi"] = (lambda: drpvi.run(off_pre, seeds=s_off, trajectories=episodes,
-                                           key=jax.random.fold_in(key, 7), opt_level=opt_level))
+                                        key=jax.random.fold_in(key, 7), opt_level=opt_level))
   if "r2pvi" in names:
     from drjax.paper import r2pvi  # pylint: disable=g-import-not-at-top
     s_r2 = seeds or r2pvi.DEFAULT_SEEDS
@@ -138,7 +139,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
         seeds=r2pvi.put_seeds_for(s_r2), trajectories=episodes, key=r2pvi.put_key(k_r2),
         opt_level=opt_level))
     specs["r2pvi"] = (lambda: r2pvi.run(seeds=s_r2, trajectories=episodes, key=k_r2,
-                                           opt_level=opt_level, put=False))
+                                        opt_level=opt_level, put=False))
   if "sensitivity" in names:
     from drjax.paper import sensitivity  # pylint: disable=g-import-not-at-top
     _log(quiet, "[drjax] sensitivity (linear MDP, exact): V*, dV*/drho_1,4 (autodiff and closed "
