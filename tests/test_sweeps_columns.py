@@ -7,9 +7,7 @@ typed, so ``df.xi_norm == 0.1`` selects rows; error messages print the typed val
 
 from __future__ import annotations
 
-import contextlib
 
-import jax
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,14 +17,8 @@ from drjax import sweeps
 import sweep_cli  # tests/sweep_cli.py
 
 
-@contextlib.contextmanager
 def _float32():
-  x64 = jax.config.jax_enable_x64
-  jax.config.update("jax_enable_x64", False)
-  try:
-    yield
-  finally:
-    jax.config.update("jax_enable_x64", x64)
+  return sweep_cli.x64(False)
 
 
 _cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)

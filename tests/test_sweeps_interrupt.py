@@ -24,12 +24,7 @@ from drjax import sweeps
 
 import sweep_cli  # tests/sweep_cli.py
 
-K = 6
-SMALL = dict(env="linear-mdp", agents=("dr-lsvi-ucb",), seeds=5, episodes=K, rho=(0.0, 0.5),
-             rho_at=((0, 3),), targets=("q", 0.0, 1.0, 3))
-SMALL_FLAGS = ["--env", "linear-mdp", "--agents", "dr-lsvi-ucb", "--seeds", "5", "--episodes",
-               str(K), "--rho", "0", "0.5", "--rho-at", "1,4", "--targets", "q=0:1:3", "--x64",
-               "--quiet"]
+K, SMALL, SMALL_FLAGS = sweep_cli.K, sweep_cli.SMALL, sweep_cli.SMALL_FLAGS
 FILES = ("results.parquet", "summary.csv")
 
 

@@ -8,7 +8,6 @@ batch of one is padded to two runs per device: XLA compiles size-1 batches diffe
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
@@ -25,19 +24,13 @@ from drjax import _xla
 from drjax import evaluate, sweeps
 from drjax.envs.linear_mdp import LinearMDP, target_params
 
+import sweep_cli  # tests/sweep_cli.py
+
 K = 6
 SMALL = dict(env="linear-mdp", agents=("dr-lsvi-ucb", "lsvi-ucb"), seeds=3, episodes=K,
              rho=(0.0, 0.5), rho_at=((0, 3),), targets=("q", 0.0, 1.0, 5))
 
 
-@contextlib.contextmanager
-def _x64(on: bool):
-  x64 = jax.config.jax_enable_x64
-  jax.config.update("jax_enable_x64", on)
-  try:
-    yield
-  finally:
-    jax.config.update("jax_enable_x64", x64)
 
 
 @functools.lru_cache(maxsize=None)
@@ -74,7 +67,7 @@ def test_shared_params_program_equals_independent_runs():
 def test_numbers_identical_for_every_chunk_size(dtype, env_params):
   """Chunks of 1, 2, 4 and all runs: the same bits (float32 too), shared or gathered params."""
   got = {}
-  with _x64(dtype == "float64"):
+  with sweep_cli.x64(dtype == "float64"):
     for chunk in (1, 2, 4, None):
       cfg = sweeps.SweepConfig(**{**SMALL, "agents": ("dr-lsvi-ucb",)}, env_params=env_params,
                                chunk=chunk, dtype=dtype)
