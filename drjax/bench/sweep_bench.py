@@ -4,6 +4,7 @@
   python -m drjax.bench.sweep_bench large [--seeds 100000] [--chunk 0]
   python -m drjax.bench.sweep_bench assemble --dir DIR
   python -m drjax.bench.sweep_bench engine [--seeds 4000] [--repeats 5] [--chunk C]
+  python -m drjax.bench.sweep_bench source [--seeds 2000] [--repeats 5] [--chunk 2000]
   python -m drjax.bench.sweep_bench wall --seeds 2000 8000 [--chunk 2000] [--devices 1] [--csv]
       [--repeats 3] [--src DIR ...]
 
@@ -16,6 +17,11 @@ extract of the previous commit: ``git archive HEAD | tar -x -C DIR``), interleav
 ``engine`` compares, warm and in one process, the sweep's chunk program (``sweeps.run`` in memory,
 no files) with the engine it wraps (``drjax.sweep`` + exact evaluation on the 21 targets) on the
 same runs (rho_1,4 in {0, 0.5} x seeds), interleaved; it prints the medians and their ratios.
+
+``source`` compares, warm and in one process, a sweep that varies a source parameter
+(``xi_norm`` in {0.1, 0.2} x rho_1,4 in {0, 0.5} x ``--seeds``) with one over a single source
+value and twice the seeds (the same number of runs), interleaved (``sweeps.run`` in memory); it
+prints the medians of the chunk time per 4,000 runs and their ratio.
 
 ``assemble`` measures the last step alone (reading every chunk, streaming the rows into
 Parquet, summary and figure) for a sweep directory holding a few real chunks (e.g. a ``large`` run
@@ -191,6 +197,28 @@ def engine_bench(seeds, repeats, chunk=None):
                     "ratio_run_vs_engine": round(med["sweeps_run_s"] / med["engine_s"], 2)}))
 
 
+def source_bench(seeds, repeats, chunk):
+  from drjax import sweeps  # pylint: disable=g-import-not-at-top
+
+  base = dict(env="linear-mdp", agents=("dr-lsvi-ucb",), episodes=100, rho=(0.0, 0.5),
+              rho_at=((0, 3),), targets=("q", 0.0, 1.0, 21), chunk=chunk)
+  cfgs = {"one_source_value": sweeps.SweepConfig(**base, seeds=2 * seeds),
+          "two_source_values": sweeps.SweepConfig(**base, seeds=seeds,
+                                                  env_params={"xi_norm": (0.1, 0.2)})}
+  for cfg in cfgs.values():
+    sweeps.run(cfg)  # compiles
+  t = {k: [] for k in cfgs}
+  for _ in range(repeats):
+    for k, cfg in cfgs.items():
+      tm = sweeps.run(cfg).info["timings"]
+      t[k].append(tm["chunks_s"] / tm["runs_computed"] * 4000)
+  med = {k: round(statistics.median(v), 3) for k, v in t.items()}
+  print(json.dumps({"runs": 4 * seeds, "chunk": chunk, "unit": "chunk seconds per 4,000 runs",
+                    "raw": {k: [round(x, 3) for x in v] for k, v in t.items()}, "median": med,
+                    "ratio_two_vs_one": round(med["two_source_values"]
+                                              / med["one_source_value"], 2)}))
+
+
 def wall_bench(seeds_list, chunk, devices, csv, repeats, srcs):
   tmp = tempfile.mkdtemp()
   rows = []
@@ -239,7 +267,8 @@ def wall_bench(seeds_list, chunk, devices, csv, repeats, srcs):
 
 def main():
   p = argparse.ArgumentParser()
-  p.add_argument("what", choices=("devices", "large", "assemble", "engine", "wall"))
+  p.add_argument("what", choices=("devices", "large", "assemble", "engine", "wall",
+                                        "source"))
   p.add_argument("--dir", default=None)
   p.add_argument("--seeds", type=int, nargs="+", default=None)
   p.add_argument("--devices", type=int, default=None)
@@ -254,6 +283,8 @@ def main():
     assemble_bench(a.dir)
   elif a.what == "engine":
     engine_bench(a.seeds[0] if a.seeds else 4000, a.repeats, a.chunk or None)
+  elif a.what == "source":
+    source_bench(a.seeds[0] if a.seeds else 2000, a.repeats, a.chunk or 2000)
   elif a.what == "wall":
     wall_bench(a.seeds or [2000, 8000], a.chunk, a.devices, a.csv, a.repeats, a.src)
   else:

@@ -18,13 +18,19 @@ from drjax.sweeps.config import (ENV_PARAMS, SweepConfig, _source_defaults, _sou
 
 
 class _Grid(NamedTuple):
-  """The settings of one agent: host tables with a leading ``[S]`` axis."""
+  """The settings of one agent: host tables with a leading ``[S]`` axis.
+
+  Settings are ordered source parameters slowest (then dataset size, rho, regularization weight,
+  beta, lambda): the settings that share one source instance (a *group*) are contiguous, and
+  ``params`` holds one entry per group (``[G, ...]``; setting ``s`` is in group
+  ``s // (S // G)``).
+  """
 
   columns: dict          # name -> [S] numpy column (rho_index, rho, beta, lam, env params)
   rho: np.ndarray        # [S, H, d]
   beta: np.ndarray       # [S]
   lam: np.ndarray        # [S]
-  params: Any            # source env params pytree, leaves [S, ...]
+  params: Any            # source env params pytree, leaves [G, ...]: one per source group
   size: np.ndarray       # [S] dataset size N of offline settings (0 for online agents)
   reg_weight: np.ndarray  # [S, H, d] regularization weights (1 for agents without one)
 
@@ -57,8 +63,11 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   sizes = list(config.trajectories) if spec.kind == "offline" else [0]
   regs = list(config.reg_weight) if "reg_weight" in spec.hparams else [np.nan]
   names = list(config.env_params)
-  rows = list(itertools.product(sizes, rho_ids, regs, config.beta, config.lam,
-                                *[config.env_params[n] for n in names]))
+  # Source parameters vary slowest: the runs of one source instance are contiguous, so a chunk
+  # never mixes instances (the chunk program builds the instance's model once, unbatched).
+  envs = list(itertools.product(*[config.env_params[n] for n in names]))
+  rows = [(*rest, *e) for e in envs
+          for rest in itertools.product(sizes, rho_ids, regs, config.beta, config.lam)]
   scalar_rho = all(np.ndim(r) == 0 for r in config.rho)
   cols = {"rho_index": np.array([r[1] for r in rows], np.int64),
           "rho": np.array([float(config.rho[r[1]]) if (r[1] >= 0 and scalar_rho) else np.nan
@@ -69,9 +78,7 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   cols["lam"] = np.array([r[4] for r in rows], np.float64)
   if _has_offline(config):
     cols["trajectories"] = np.array([r[0] if r[0] else np.nan for r in rows], np.float64)
-  params = []
-  for r in rows:
-    params.append(_source_params(env, config, dict(zip(names, r[5:]))))
+  params = [_source_params(env, config, dict(zip(names, e))) for e in envs]
   # Setting columns hold the values as typed (float64), not the params the computation uses
   # (rounded to its dtype): the swept values, else the environment's defaults.
   defaults = _source_defaults(env) if not sampled(config.env) else {}
@@ -90,20 +97,34 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
 class Layout:
   """Which runs each chunk holds: per agent, runs ``(setting, seed)`` setting-major.
 
+  A chunk never mixes source groups (settings with different source parameters; see ``_Grid``):
+  every chunk's runs train on one source instance.
+
   Attributes:
     chunk: runs per chunk (the compiled chunk shape, before padding to the device count).
     agents: per agent ``(name, num_settings)``.
     seed_ids: the seed indices run, ascending.
     chunks: global list of ``(agent_index, first_run, num_runs)``.
+    groups: the number of source groups (swept source-parameter combinations; 1 when none).
   """
 
   chunk: int
   agents: tuple
   seed_ids: tuple
   chunks: tuple
+  groups: int = 1
 
   def runs(self, agent_index: int) -> int:
     return self.agents[agent_index][1] * len(self.seed_ids)
+
+  def group_runs(self, agent_index: int) -> int:
+    """Runs of one source group of agent ``agent_index`` (its settings per group x seeds)."""
+    return self.runs(agent_index) // self.groups
+
+  def chunk_group(self, j: int) -> int:
+    """The source group of chunk ``j``'s runs."""
+    k, first, _ = self.chunks[j]
+    return first // self.group_runs(k)
 
   def chunk_runs(self, j: int) -> tuple[np.ndarray, np.ndarray]:
     """``(setting, seed)`` index arrays of chunk ``j``."""
@@ -121,7 +142,7 @@ class Layout:
             "agents": {a: {"settings": s, "runs": s * len(self.seed_ids),
                            "chunks": sum(1 for c in self.chunks if c[0] == k)}
                        for k, (a, s) in enumerate(self.agents)},
-            "seeds_run": len(self.seed_ids)}
+            "seeds_run": len(self.seed_ids), "source_groups": self.groups}
 
 
 def bytes_per_run(config: SweepConfig, env) -> int:
@@ -148,21 +169,24 @@ def layout(config: SweepConfig, env=None) -> Layout:
   """The chunk layout of a validated config (a function of the config only)."""
   env = env or make_env(config)
   nsettings = []
+  groups = math.prod(len(v) for v in config.env_params.values())
   for a in config.agents:
-    n = len(config.beta) * len(config.lam) * math.prod(len(v) for v in config.env_params.values())
+    n = len(config.beta) * len(config.lam) * groups
     spec = registry.get(a)
     n *= len(config.trajectories) if spec.kind == "offline" else 1
     n *= len(config.reg_weight) if "reg_weight" in spec.hparams else 1
     nsettings.append((a, n * (len(config.rho) if spec.robust else 1)))
   seed_ids = config.seed_ids if config.seed_ids is not None else tuple(range(config.seeds))
-  max_runs = max(s for _, s in nsettings) * len(seed_ids)
+  max_runs = max(s for _, s in nsettings) * len(seed_ids) // groups  # of one source group
   if config.chunk is not None:
     chunk = config.chunk  # the compiled shape, even for fewer runs (one program per chunk size)
   else:
     chunk = min(max(1, int(config.memory_mb * 2**20 // bytes_per_run(config, env))), max_runs)
   chunks = []
   for k, (_, s) in enumerate(nsettings):
-    total = s * len(seed_ids)
-    for first in range(0, total, chunk):
-      chunks.append((k, first, min(chunk, total - first)))
-  return Layout(chunk, tuple(nsettings), tuple(seed_ids), tuple(chunks))
+    per_group = s * len(seed_ids) // groups
+    for g in range(groups):  # chunks cut at source-group boundaries
+      end = (g + 1) * per_group
+      for first in range(g * per_group, end, chunk):
+        chunks.append((k, first, min(chunk, end - first)))
+  return Layout(chunk, tuple(nsettings), tuple(seed_ids), tuple(chunks), groups)

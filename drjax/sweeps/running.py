@@ -286,12 +286,14 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
     programs = _compile(config, env, lay, grids, pending, mesh, timings, quiet)
 
     def launch(j):
-      compiled, C, runs_sh, key, tables = programs[lay.chunks[j][0]]
+      compiled, C, runs_sh, rep_sh, key, tables = programs[lay.chunks[j][0]]
       setting, seed = lay.chunk_runs(j)
       pad = C - len(seed)
       s_in = np.concatenate([seed, np.zeros(pad, np.int64)]).astype(np.int32)
       g_in = np.concatenate([setting, np.zeros(pad, np.int64)]).astype(np.int32)
-      return j, compiled(_put(s_in, runs_sh), _put(g_in, runs_sh), key, tables), setting, seed
+      group = _put(np.asarray(lay.chunk_group(j), np.int32), rep_sh)
+      return (j, compiled(_put(s_in, runs_sh), _put(g_in, runs_sh), group, key, tables), setting,
+              seed)
 
     bar = _progress(total_runs, runs_before, quiet, "sweep")
     # One chunk in flight on the devices while the previous one is fetched here and written by
@@ -372,21 +374,18 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
     agent_name = lay.agents[k][0]
     agent = _make_agent(agent_name, config, env)
     grid = grids[agent_name]
-    C = lay.chunk if config.chunk is not None else min(lay.chunk, lay.runs(k))
+    C = lay.chunk if config.chunk is not None else min(lay.chunk, lay.group_runs(k))
     # Padded to a multiple of the device count, and to at least 2 runs per device: XLA compiles
     # a batch of one differently (size-1 dimensions folded away), and its float32 numbers
     # differed in the last bit from every other batch size's.
     C = max(-(-C // ndev), 2) * ndev
     offline = agent.kind == "offline"
-    # One source-params value for all settings (nothing of the environment swept): pass it
-    # unbatched, so that the model and the target domains are built once per chunk.
-    shared = all(bool(np.all(x == x[:1])) for x in jax.tree_util.tree_leaves(grid.params))
     prog, runs_sh, rep_sh = _program(env, agent, config.episodes,
                                      "targets" if config.targets else "source",
                                      config.test_episodes, config.save_returns, mesh, C,
                                      _behavior(config, env) if offline else None,
-                                     max(config.trajectories) if offline else 0, shared)
-    params = jax.tree_util.tree_map(lambda x: x[0], grid.params) if shared else grid.params
+                                     max(config.trajectories) if offline else 0)
+    params = grid.params  # [G, ...]: one per source group; a chunk uses its group's
     tables = {"rho": grid.rho.astype(dtype), "beta": grid.beta.astype(dtype),
               "lam": grid.lam.astype(dtype), "targets": targets.astype(dtype),
               "size": grid.size, "reg_weight": grid.reg_weight.astype(dtype),
@@ -397,12 +396,13 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
     key = _put(np.asarray(jax.device_get(base_key)), rep_sh)
     _log(quiet, f"compiling {agent_name} (chunk shape {C}) ...")
     t0 = time.perf_counter()
-    example = (jax.ShapeDtypeStruct((C,), jnp.int32, sharding=runs_sh),) * 2
+    example = (jax.ShapeDtypeStruct((C,), jnp.int32, sharding=runs_sh),) * 2 + (
+        jax.ShapeDtypeStruct((), jnp.int32, sharding=rep_sh),)
     # XLA's default level (LLVM -O3). -O2 gave the same bits and 25 % less compile time, but its
     # chunks ran 39 % slower (0.70 vs 0.50 s for 4,000 runs, amd-epyc-2c): not worth it.
     compiled = prog.lower(*example, key, tables).compile()
     timings["compile_s"][agent_name] = round(time.perf_counter() - t0, 3)
-    programs[k] = (compiled, C, runs_sh, key, tables)
+    programs[k] = (compiled, C, runs_sh, rep_sh, key, tables)
   return programs
 
 

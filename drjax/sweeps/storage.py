@@ -38,7 +38,17 @@ def _chunk_path(out: str, j: int) -> str:
 
 
 def config_hash(config: SweepConfig) -> str:
-  return hashlib.sha256(_canonical(config.to_dict()).encode()).hexdigest()[:16]
+  """The sweep's identity in its chunk files and ``sweep.json``.
+
+  A sweep that varies a source parameter is salted with its settings' order: since the
+  source-grouped chunks (CHANGELOG) its settings are ordered source parameters slowest, so a
+  directory written before, whose chunk files number the settings the other way, is told apart
+  (refused with a clear message by ``check_out_dir``, never resumed with mislabelled rows).
+  """
+  text = _canonical(config.to_dict())
+  if any(len(v) > 1 for v in config.env_params.values()):
+    text += "|settings:source-slowest"
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _canonical(obj) -> str:
@@ -135,6 +145,15 @@ def check_out_dir(out: str, config: SweepConfig, *, overwrite: bool = False) -> 
       return False
     other = _stored_config(out)
     if other == config.to_dict():
+      try:
+        stored_hash = _read_json(meta_path).get("config_hash")
+      except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        stored_hash = None
+      if stored_hash not in (None, config_hash(config)):
+        raise _Error("out", f"{out!r} holds this sweep written by an earlier drjax, whose "
+                            "settings were ordered differently (source parameters now vary "
+                            "slowest); its chunks cannot be resumed: use --overwrite "
+                            "(overwrite=True) to start it over, or another directory")
       return True
     diff = []
     if isinstance(other, dict):

@@ -1,0 +1,78 @@
+"""drjax.sweeps: chunks never mix source instances (issue 18, item 1).
+
+Settings are ordered source parameters slowest and chunks are cut where they change, so every
+chunk trains on one source instance (built once, unbatched). The numbers' independence of the
+chunk size with a swept source parameter is tested in ``test_sweeps_program.py``; here: the grid
+order, the cuts, and a directory written with the old order refused with a clear message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from drjax import sweeps
+from drjax.sweeps import grid, storage
+
+CFG = dict(env="linear-mdp", agents=("dr-lsvi-ucb", "lsvi-ucb"), seeds=3, episodes=4,
+           rho=(0.0, 0.5), rho_at=((0, 3),), beta=(1.0, 2.0),
+           env_params={"xi_norm": (0.1, 0.2, 0.3), "delta": (0.3, 0.4)},
+           targets=("q", 0.0, 1.0, 3))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4, 5, 7, 100, None])
+def test_chunks_hold_one_source_instance_and_cover_every_run_once(chunk):
+  cfg = sweeps.validate(sweeps.SweepConfig(**CFG, chunk=chunk))
+  env = sweeps.make_env(cfg)
+  lay = grid.layout(cfg, env)
+  assert lay.groups == 6
+  for k, (name, nset) in enumerate(lay.agents):
+    g = grid._grid(cfg, env, name)
+    source = np.stack([g.columns["xi_norm"], g.columns["delta"]], axis=1)
+    # source parameters slowest: each instance's settings are one contiguous block, in the
+    # order of itertools.product over the typed values
+    blocks = source.reshape(6, nset // 6, 2)
+    assert (blocks == blocks[:, :1]).all()
+    want = [(x, d) for x in (0.1, 0.2, 0.3) for d in (0.3, 0.4)]
+    assert [tuple(b[0]) for b in blocks] == want
+    # one params entry per instance, equal to the instance's typed values (rounded to float32)
+    np.testing.assert_allclose(np.asarray(g.params.xi_norm), [w[0] for w in want], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g.params.delta), [w[1] for w in want], rtol=1e-6)
+    seen = []
+    for j, c in enumerate(lay.chunks):
+      if c[0] != k:
+        continue
+      setting, seed = lay.chunk_runs(j)
+      inst = {tuple(source[s]) for s in setting}
+      assert len(inst) == 1  # one instance per chunk
+      assert inst == {want[lay.chunk_group(j)]}
+      assert c[2] <= lay.chunk
+      seen += list(zip(setting.tolist(), seed.tolist()))
+    assert seen == [(s, i) for s in range(nset) for i in range(3)]  # every run once, in order
+
+
+def test_a_directory_from_the_old_settings_order_is_refused_before_anything_runs(tmp_path):
+  cfg = sweeps.validate(sweeps.SweepConfig(**CFG))
+  # what an earlier drjax stored: the same config, hashed without the settings-order salt
+  old_hash = hashlib.sha256(storage._canonical(cfg.to_dict()).encode()).hexdigest()[:16]
+  assert old_hash != storage.config_hash(cfg)
+  out = tmp_path / "old"
+  os.makedirs(out / "chunks")
+  meta = {"format": storage.FORMAT, "status": "running", "config": cfg.to_dict(),
+          "config_hash": old_hash}
+  (out / "sweep.json").write_text(json.dumps(meta))
+  (out / "chunks" / "chunk-000000.npz").write_bytes(b"old chunk")
+  with pytest.raises(sweeps.SweepError, match="earlier drjax.*--overwrite"):
+    sweeps.run(cfg, out=str(out))
+  assert json.loads((out / "sweep.json").read_text()) == meta  # nothing touched
+  assert (out / "chunks" / "chunk-000000.npz").read_bytes() == b"old chunk"
+
+
+def test_without_a_swept_source_parameter_the_hash_is_unsalted():
+  cfg = sweeps.validate(sweeps.SweepConfig(**{**CFG, "env_params": {"xi_norm": (0.1,)}}))
+  plain = hashlib.sha256(storage._canonical(cfg.to_dict()).encode()).hexdigest()[:16]
+  assert storage.config_hash(cfg) == plain  # directories of such sweeps resume as before
