@@ -63,16 +63,23 @@ def test_shared_params_program_equals_independent_runs():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("env_params", [{}, {"xi_norm": (0.1, 0.2)}], ids=["shared", "gathered"])
-def test_numbers_identical_for_every_chunk_size(dtype, env_params):
-  """Chunks of 1, 2, 4 and all runs: the same bits (float32 too), shared or gathered params."""
+@pytest.mark.parametrize("env_params, min_runs", [({}, None), ({"xi_norm": (0.1, 0.2)}, None),
+                                                  ({"xi_norm": (0.1, 0.2)}, 1)],
+                         ids=["shared", "gathered", "grouped"])
+def test_numbers_identical_for_every_chunk_size(dtype, env_params, min_runs, monkeypatch):
+  """Chunks of 1, 2, 4 and all runs: the same bits (float32 too), with one source instance, with
+  two whose runs gather their own params (small groups), and with two grouped (one per chunk)."""
+  if min_runs is not None:
+    monkeypatch.setattr(sweeps.grid, "GROUP_MIN_RUNS", min_runs)
   got = {}
   with sweep_cli.x64(dtype == "float64"):
     for chunk in (1, 2, 4, None):
       cfg = sweeps.SweepConfig(**{**SMALL, "agents": ("dr-lsvi-ucb",)}, env_params=env_params,
                                chunk=chunk, dtype=dtype)
-      df = sweeps.run(cfg).df
+      res = sweeps.run(cfg)
+      df = res.df
       assert df.value.dtype == np.dtype(dtype)
+      assert res.info["layout"]["grouped"] == {"dr-lsvi-ucb": min_runs is not None or not env_params}
       got[chunk] = df[["train_return", "value", "value_stderr"]].to_numpy().tobytes()
   assert len(set(got.values())) == 1, {k: hash(v) for k, v in got.items()}
 

@@ -1,9 +1,10 @@
 """drjax.sweeps: chunks never mix source instances (issue 18, item 1).
 
-Settings are ordered source parameters slowest and chunks are cut where they change, so every
-chunk trains on one source instance (built once, unbatched). The numbers' independence of the
-chunk size with a swept source parameter is tested in ``test_sweeps_program.py``; here: the grid
-order, the cuts, and a directory written with the old order refused with a clear message.
+Settings are ordered source parameters slowest and, for source groups of at least
+``grid.GROUP_MIN_RUNS`` runs, chunks are cut where they change, so every chunk trains on one
+source instance (built once, unbatched). The numbers' independence of the chunk size in both
+modes is tested in ``test_sweeps_program.py``; here: the grid order, the cuts, the threshold, and
+a directory written with the old order refused with a clear message.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ CFG = dict(env="linear-mdp", agents=("dr-lsvi-ucb", "lsvi-ucb"), seeds=3, episod
 
 @pytest.mark.parametrize("chunk", [1, 2, 4, 5, 7, 100, None])
 def test_chunks_hold_one_source_instance_and_cover_every_run_once(chunk):
-  cfg = sweeps.validate(sweeps.SweepConfig(**CFG, chunk=chunk))
+  # 4 (DR-LSVI-UCB) and 2 (LSVI-UCB) settings per instance x 64 seeds: 256 and 128 runs per group
+  cfg = sweeps.validate(sweeps.SweepConfig(**{**CFG, "seeds": 64}, chunk=chunk))
   env = sweeps.make_env(cfg)
   lay = grid.layout(cfg, env)
-  assert lay.groups == 6
+  assert lay.groups == 6 and lay.grouped == (True, True)
   for k, (name, nset) in enumerate(lay.agents):
     g = grid._grid(cfg, env, name)
     source = np.stack([g.columns["xi_norm"], g.columns["delta"]], axis=1)
@@ -52,7 +54,21 @@ def test_chunks_hold_one_source_instance_and_cover_every_run_once(chunk):
       assert inst == {want[lay.chunk_group(j)]}
       assert c[2] <= lay.chunk
       seen += list(zip(setting.tolist(), seed.tolist()))
-    assert seen == [(s, i) for s in range(nset) for i in range(3)]  # every run once, in order
+    assert seen == [(s, i) for s in range(nset) for i in range(64)]  # every run once, in order
+
+
+def test_small_groups_share_chunks_and_a_rerun_of_chosen_seeds_keeps_the_mode():
+  # DR-LSVI-UCB: 4 settings x 32 seeds = 128 runs per instance (grouped); LSVI-UCB: 64 (not)
+  cfg = sweeps.validate(sweeps.SweepConfig(**{**CFG, "seeds": 32}, chunk=100))
+  lay = grid.layout(cfg)
+  assert grid.GROUP_MIN_RUNS == 128 and lay.grouped == (True, False)
+  spans = [(c[1], c[2]) for c in lay.chunks if c[0] == 1]
+  assert spans == [(0, 100), (100, 100), (200, 100), (300, 84)]  # across instances
+  assert all(lay.chunk_group(j) == 0 for j, c in enumerate(lay.chunks) if c[0] == 1)
+  # seeds 3 and 7 alone: the mode follows the config's seeds, not the seeds run
+  sub = grid.layout(sweeps.validate(sweeps.SweepConfig(**{**CFG, "seeds": 32}, seed_ids=(3, 7),
+                                                       chunk=100)))
+  assert sub.grouped == (True, False)
 
 
 def test_a_directory_from_the_old_settings_order_is_refused_before_anything_runs(tmp_path):

@@ -46,7 +46,8 @@ def ordered_sum(x):
 
 @functools.lru_cache(maxsize=None)
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
-             mesh, num_runs: int, behavior=None, num_trajectories: int = 0):
+             mesh, num_runs: int, behavior=None, num_trajectories: int = 0,
+             settings_per_group: int = 0):
   """Jitted ``f(seed_idx [C], setting_idx [C], group, base_key, tables) -> outputs``, sharded on
   runs.
 
@@ -61,6 +62,9 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   states are one large product for the whole chunk, not a batch of small ones per run (gathered
   per run, the params made a chunk 3x slower on the linear MDP). Every run computes the same
   way whatever the chunk size, so the numbers do not depend on the chunking.
+
+  ``settings_per_group`` > 0: the agent is not grouped (``grid.Layout``): ``group`` is ignored and
+  each run takes the params of its own setting's group, ``setting_idx // settings_per_group``.
   """
   offline = agent.kind == "offline"
   if offline:
@@ -103,8 +107,13 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
     return res
 
   def chunk(seed_idx, setting_idx, group, base_key, tables):
-    params = jax.tree_util.tree_map(lambda x: x[group], tables["params"])
-    return jax.vmap(one, in_axes=(0, 0, None, None, None))(seed_idx, setting_idx, params,
+    if settings_per_group:  # per run
+      params = jax.tree_util.tree_map(lambda x: x[setting_idx // settings_per_group],
+                                      tables["params"])
+      axis = 0
+    else:
+      params, axis = jax.tree_util.tree_map(lambda x: x[group], tables["params"]), None
+    return jax.vmap(one, in_axes=(0, 0, axis, None, None))(seed_idx, setting_idx, params,
                                                             base_key, tables)
 
   P = jax.sharding.PartitionSpec

@@ -374,7 +374,8 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
     agent_name = lay.agents[k][0]
     agent = _make_agent(agent_name, config, env)
     grid = grids[agent_name]
-    C = lay.chunk if config.chunk is not None else min(lay.chunk, lay.group_runs(k))
+    span = lay.group_runs(k) if lay.grouped[k] else lay.runs(k)
+    C = lay.chunk if config.chunk is not None else min(lay.chunk, span)
     # Padded to a multiple of the device count, and to at least 2 runs per device: XLA compiles
     # a batch of one differently (size-1 dimensions folded away), and its float32 numbers
     # differed in the last bit from every other batch size's.
@@ -384,7 +385,8 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
                                      "targets" if config.targets else "source",
                                      config.test_episodes, config.save_returns, mesh, C,
                                      _behavior(config, env) if offline else None,
-                                     max(config.trajectories) if offline else 0)
+                                     max(config.trajectories) if offline else 0,
+                                     0 if lay.grouped[k] else lay.agents[k][1] // lay.groups)
     params = grid.params  # [G, ...]: one per source group; a chunk uses its group's
     tables = {"rho": grid.rho.astype(dtype), "beta": grid.beta.astype(dtype),
               "lam": grid.lam.astype(dtype), "targets": targets.astype(dtype),
