@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import _checks
-from drjax.envs.base import FiniteEnvironment, LinearModel, sample_categorical
+from drjax.envs.base import FiniteEnvironment, LinearModel, categorical_given
 
 Array = jax.Array
 
@@ -319,6 +319,18 @@ class LinearMDP(FiniteEnvironment):
       ``(next_state, reward, done)`` with ``done = (h + 1 == H)``.
     """
     _checks.key("key", key)
+    return self.step_given(self.step_noise(key, params), state, action, params)
+
+  def step_noise(self, key: chex.PRNGKey, params: LinearMDPParams) -> Array:
+    """The uniform draw of ``step`` (``sample_categorical``'s, in the transition's dtype)."""
+    _checks.key("key", key)
+    _checks.params_type(params, LinearMDPParams, "LinearMDP")
+    dtype = jax.eval_shape(lambda p: self._phi_table(p)[0, 0] @ self._mu(p)[0], params).dtype
+    return jax.random.uniform(key, (), dtype)
+
+  def step_given(self, noise: Array, state: LinearMDPState, action: Array,
+                 params: LinearMDPParams) -> tuple[LinearMDPState, Array, Array]:
+    """``step`` given its uniform draw ``noise = step_noise(key, params)``."""
     _check_state(state, LinearMDPState, self)
     _checks.index("action", action, NUM_ACTIONS, "(action)")
     _checks.params_type(params, LinearMDPParams, "LinearMDP")
@@ -326,7 +338,7 @@ class LinearMDP(FiniteEnvironment):
     phi = self._phi_table(params)[state.s, action]  # [d]
     probs = phi @ self._mu(params)[h]  # [S]
     reward = phi @ self.theta(params)[h]
-    s_next = sample_categorical(key, probs)
+    s_next = categorical_given(noise, probs)
     h_next = (state.h + 1).astype(jnp.int32)
     return LinearMDPState(s=s_next, h=h_next), reward, h_next == HORIZON
 

@@ -244,12 +244,26 @@ class PutOption(Environment):
     """
     _checks.key("key", key)
     _check_state(state, PutOptionState, self)
+    u = jax.random.uniform(key, (), jnp.asarray(state.price).dtype)
+    return self.step_given(u, state, action, params)
+
+  def step_noise(self, key: chex.PRNGKey, params: PutOptionParams) -> Array:
+    """The uniform draw of ``step`` (in the price's dtype, that of ``params.init_low``)."""
+    _checks.key("key", key)
+    _checks.params_type(params, PutOptionParams, "PutOption")
+    return jax.random.uniform(key, (), jnp.result_type(params.init_low))
+
+  def step_given(self, noise: Array, state: PutOptionState, action: Array,
+                 params: PutOptionParams) -> tuple[PutOptionState, Array, Array]:
+    """``step`` given its uniform draw ``noise`` (``step_noise(key, params)``; the price moves up
+    when ``noise < p_u``)."""
+    _check_state(state, PutOptionState, self)
     _checks.index("action", action, 2, "(action: 0 exercise, 1 hold)")
     _checks.params_type(params, PutOptionParams, "PutOption")
     price = jnp.asarray(state.price)
     active = jnp.logical_not(state.exited)
     exercise = jnp.asarray(action) == EXERCISE
-    up = jax.random.uniform(key, (), price.dtype) < params.p_u
+    up = noise < params.p_u
     moved = price * jnp.where(up, UP, DOWN)
     next_price = jnp.where(active & jnp.logical_not(exercise), moved, price)
     reward = jnp.where(active & exercise, jnp.maximum(0.0, STRIKE - price), 0.0)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import _checks
-from drjax.envs.base import FiniteEnvironment, LinearModel, sample_categorical
+from drjax.envs.base import FiniteEnvironment, LinearModel, categorical_given, sample_categorical
 from drjax.envs.linear_mdp import _check, _check_state, _concrete, _float_dtype
 
 Array = jax.Array
@@ -234,6 +234,18 @@ class RandomLinearMDP(FiniteEnvironment):
       ``(next_state, reward, done)`` with ``done = (h + 1 == H)``.
     """
     _checks.key("key", key)
+    return self.step_given(self.step_noise(key, params), state, action, params)
+
+  def step_noise(self, key: chex.PRNGKey, params: RandomMDPParams) -> Array:
+    """The uniform draw of ``step`` (``sample_categorical``'s, in the transition's dtype)."""
+    _checks.key("key", key)
+    _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
+    dtype = jnp.result_type(params.phi.dtype, params.mu.dtype)
+    return jax.random.uniform(key, (), dtype)
+
+  def step_given(self, noise: Array, state: RandomMDPState, action: Array,
+                 params: RandomMDPParams) -> tuple[RandomMDPState, Array, Array]:
+    """``step`` given its uniform draw ``noise = step_noise(key, params)``."""
     _check_state(state, RandomMDPState, self)
     _checks.index("action", action, self.num_actions, "(action)")
     _checks.params_type(params, RandomMDPParams, "RandomLinearMDP")
@@ -241,7 +253,7 @@ class RandomLinearMDP(FiniteEnvironment):
     phi = params.phi[h, state.s, action]  # [d]
     probs = phi @ params.mu[h]  # [S]
     reward = phi @ params.theta[h]
-    s_next = sample_categorical(key, probs)
+    s_next = categorical_given(noise, probs)
     h_next = (state.h + 1).astype(jnp.int32)
     return RandomMDPState(s=s_next, h=h_next), reward, h_next == self.horizon
 
