@@ -460,7 +460,8 @@ def _add_sweep_parser(sub) -> None:
   e.add_argument("--chunk", type=int, default=None, metavar="C",
                  help="runs per chunk (default: from --memory-mb)")
   e.add_argument("--memory-mb", type=float, default=None, metavar="MB",
-                 help="memory budget of one chunk in MiB when --chunk is not given (default 512)")
+                 help="memory budget of one chunk in MiB when --chunk is not given (default: 512 "
+                      "on CPU, a quarter of the memory limit of a GPU/TPU)")
   e.add_argument("--devices", type=int, default=None, metavar="N",
                  help="devices to shard over (default: all; on CPU, N host devices, at most the "
                       "number of cores)")

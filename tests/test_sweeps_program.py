@@ -62,10 +62,12 @@ def test_shared_params_program_equals_independent_runs():
                                  rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("env_params, min_runs", [({}, None), ({"xi_norm": (0.1, 0.2)}, None),
-                                                  ({"xi_norm": (0.1, 0.2)}, 1)],
-                         ids=["shared", "gathered", "grouped"])
+@pytest.mark.parametrize("dtype, env_params, min_runs", [
+    (dt, ep, mr) for dt in ("float32", "float64")
+    for ep, mr in (({}, None), ({"xi_norm": (0.1, 0.2)}, None), ({"xi_norm": (0.1, 0.2)}, 1))
+    if not (dt == "float64" and mr == 1)],  # grouped: float32 only (its last bits are the risk)
+    ids=["float32-shared", "float32-gathered", "float32-grouped", "float64-shared",
+         "float64-gathered"])
 def test_numbers_identical_for_every_chunk_size(dtype, env_params, min_runs, monkeypatch):
   """Chunks of 1, 2, 4 and all runs: the same bits (float32 too), with one source instance, with
   two whose runs gather their own params (small groups), and with two grouped (one per chunk)."""

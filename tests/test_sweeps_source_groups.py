@@ -4,7 +4,8 @@ Settings are ordered source parameters slowest and, for source groups of at leas
 ``grid.GROUP_MIN_RUNS`` runs, chunks are cut where they change, so every chunk trains on one
 source instance (built once, unbatched). The numbers' independence of the chunk size in both
 modes is tested in ``test_sweeps_program.py``; here: the grid order, the cuts, the threshold, and
-a directory written with the old order refused with a clear message.
+a directory written with the old order refused with a clear message. Also the default chunk
+budget (``memory_mb=None``): 512 MiB on CPU, a quarter of an accelerator's memory limit.
 """
 
 from __future__ import annotations
@@ -92,3 +93,44 @@ def test_without_a_swept_source_parameter_the_hash_is_unsalted():
   cfg = sweeps.validate(sweeps.SweepConfig(**{**CFG, "env_params": {"xi_norm": (0.1,)}}))
   plain = hashlib.sha256(storage._canonical(cfg.to_dict()).encode()).hexdigest()[:16]
   assert storage.config_hash(cfg) == plain  # directories of such sweeps resume as before
+
+
+class _FakeDevice:
+  def __init__(self, platform, stats):
+    self.platform, self._stats = platform, stats
+
+  def memory_stats(self):
+    if isinstance(self._stats, Exception):
+      raise self._stats
+    return self._stats
+
+
+def test_chunk_budget_from_the_device_memory():
+  from drjax.sweeps import config as cfg_mod
+  gib = 2**30
+  # a quarter of the limit, in whole MiB (hand-computed)
+  assert sweeps.auto_memory_mb(_FakeDevice("gpu", {"bytes_limit": 80 * gib})) == 20 * 1024
+  assert sweeps.auto_memory_mb(_FakeDevice("gpu", {"bytes_limit": 10 * gib + 5})) == 2560
+  assert sweeps.auto_memory_mb(_FakeDevice("tpu", {"bytes_limit": 16 * gib})) == 4096
+  # CPU, no statistics, a tiny limit: the CPU budget
+  for dev in (_FakeDevice("cpu", {"bytes_limit": 80 * gib}), _FakeDevice("gpu", None),
+              _FakeDevice("gpu", {}), _FakeDevice("gpu", RuntimeError("no stats")),
+              _FakeDevice("gpu", {"bytes_limit": gib})):
+    assert sweeps.auto_memory_mb(dev) == cfg_mod.DEFAULT_MEMORY_MB == 512.0
+
+
+def test_validate_resolves_the_default_budget_and_the_layout_uses_it(monkeypatch):
+  import jax
+  cfg = sweeps.SweepConfig(**{**CFG, "env_params": {}, "seeds": 100_000})
+  assert cfg.memory_mb is None
+  on_cpu = sweeps.validate(cfg)
+  assert on_cpu.memory_mb == 512.0 and on_cpu.to_dict()["memory_mb"] == 512.0
+  explicit = sweeps.validate(sweeps.SweepConfig(**{**CFG, "env_params": {}, "seeds": 100_000},
+                                                memory_mb=2048.0))
+  from drjax.sweeps import config as cfg_mod
+  monkeypatch.setattr(cfg_mod.jax, "devices",
+                      lambda *a: [_FakeDevice("gpu", {"bytes_limit": 8 * 2**30})])
+  on_gpu = sweeps.validate(cfg)
+  assert on_gpu.memory_mb == 2048.0  # a quarter of 8 GiB
+  assert grid.layout(on_gpu).chunk == grid.layout(explicit).chunk >= 4 * grid.layout(on_cpu).chunk
+  assert jax.devices()[0].platform == "gpu"  # (the fake, to be sure the patch took)

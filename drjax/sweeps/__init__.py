@@ -68,9 +68,9 @@ from __future__ import annotations
 # The names of the former single module, re-exported (the package's API is unchanged).
 # pylint: disable=unused-import
 from drjax.sweeps.errors import SweepError, SweepInterrupted, SweepTypeError
-from drjax.sweeps.config import (AGENTS, BEHAVIORS, DEFAULT_AGENTS, DEFAULT_MEMORY_MB, ENV_ARGS,
-                                 ENV_PARAMS, ENVS, TARGETS, SweepConfig, make_env, target_values,
-                                 validate)
+from drjax.sweeps.config import (ACCELERATOR_MEMORY_FRACTION, AGENTS, BEHAVIORS, DEFAULT_AGENTS,
+                                 DEFAULT_MEMORY_MB, ENV_ARGS, ENV_PARAMS, ENVS, TARGETS,
+                                 SweepConfig, auto_memory_mb, make_env, target_values, validate)
 from drjax.sweeps.grid import Layout, bytes_per_run, layout
 from drjax.sweeps.program import ordered_sum
 from drjax.sweeps.storage import (CHUNK_DIR, FORMAT, LAYOUT_FIELDS, RESULTS, _write_chunk,

@@ -34,7 +34,28 @@ ENVS = tuple(envs.SWEEP_SPECS)
 ENV_PARAMS = {name: s.params for name, s in envs.SWEEP_SPECS.items()}
 TARGETS = {name: s.target for name, s in envs.SWEEP_SPECS.items() if s.target is not None}
 ENV_ARGS = {name: s.args for name, s in envs.SWEEP_SPECS.items()}
-DEFAULT_MEMORY_MB = 512.0
+DEFAULT_MEMORY_MB = 512.0  # a chunk's budget on CPU (host memory, shared with everything else)
+# On an accelerator, ``memory_mb=None`` budgets this fraction of the first device's memory limit
+# (``memory_stats()["bytes_limit"]``): the per-run estimate (``grid.bytes_per_run``) is calibrated
+# on CPU, and XLA needs room of its own. A chunk of 8 GiB (14,638 runs) ran on an H200.
+ACCELERATOR_MEMORY_FRACTION = 0.25
+
+
+def auto_memory_mb(device) -> float:
+  """The chunk budget (MiB) that ``memory_mb=None`` resolves to on ``device``.
+
+  ``DEFAULT_MEMORY_MB`` on a CPU, or when the device reports no memory limit; on a GPU or TPU
+  ``ACCELERATOR_MEMORY_FRACTION`` of its ``bytes_limit``, in whole MiB (at least the CPU's).
+  """
+  if getattr(device, "platform", "cpu") == "cpu":
+    return DEFAULT_MEMORY_MB
+  try:
+    limit = (device.memory_stats() or {}).get("bytes_limit")
+  except Exception:  # pylint: disable=broad-except  (a backend without memory statistics)
+    limit = None
+  if not isinstance(limit, (int, float)) or not limit > 0:
+    return DEFAULT_MEMORY_MB
+  return float(max(DEFAULT_MEMORY_MB, math.floor(ACCELERATOR_MEMORY_FRACTION * limit / 2**20)))
 
 
 def sampled(env_name: str) -> bool:
@@ -72,7 +93,9 @@ class SweepConfig:
     test_episodes: Monte Carlo episodes per run and target (environments without exact model).
     seed: base PRNG seed.
     chunk: runs per chunk; ``None``: chosen from ``memory_mb``.
-    memory_mb: memory budget (MiB) for one chunk when ``chunk`` is None.
+    memory_mb: memory budget (MiB) for one chunk when ``chunk`` is None; ``None`` (default):
+      ``auto_memory_mb`` of the first device, resolved by ``validate`` (512 on CPU; a quarter of
+      a GPU's memory limit), so ``sweep.json`` records the number used.
     bonus, clip, tie_break: agent options (see ``dr_lsvi_ucb`` / ``lsvi_ucb``).
     dtype: ``"float32"`` or ``"float64"``; ``None`` takes JAX's current default.
     save_returns: also keep every run's ``[K]`` training returns (``returns.npy``).
@@ -101,7 +124,7 @@ class SweepConfig:
   test_episodes: int = 100
   seed: int = 0
   chunk: int | None = None
-  memory_mb: float = DEFAULT_MEMORY_MB
+  memory_mb: float | None = None
   bonus: str = "paper"
   clip: str = "paper"
   tie_break: str = "optimistic"
@@ -339,7 +362,8 @@ def validate(config: SweepConfig) -> SweepConfig:
     raise _Error("seed", f"must be an integer in [0, 2^31), got {c.seed!r}")
   if c.chunk is not None and (not _is_int(c.chunk) or c.chunk < 1):
     raise _Error("chunk", f"must be a positive integer, got {c.chunk!r}")
-  _floats("memory_mb", (c.memory_mb,), lo=0, lo_open=True)
+  if c.memory_mb is not None:
+    _floats("memory_mb", (c.memory_mb,), lo=0, lo_open=True)
   for name, allowed in (("bonus", BONUS_FORMS), ("clip", CLIP_FORMS),
                         ("tie_break", TIE_BREAKS)):
     if getattr(c, name) not in allowed:
@@ -431,5 +455,7 @@ def validate(config: SweepConfig) -> SweepConfig:
       c, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
       trajectories=tuple(int(n) for n in traj), reg_weight=reg_weight,
       env_params=env_params, targets=targets, dtype=dtype, env_args=dict(c.env_args),
-      memory_mb=float(c.memory_mb), save_returns=bool(c.save_returns))
+      memory_mb=(float(c.memory_mb) if c.memory_mb is not None
+                 else auto_memory_mb(jax.devices()[0])),
+      save_returns=bool(c.save_returns))
   return resolved
