@@ -183,6 +183,26 @@ def test_chunked_equals_unchunked_equals_four_devices(full, tmp_path, cache_dir)
   pd.testing.assert_frame_equal(df4, full.df, check_exact=True, check_categorical=False)
 
 
+def test_grouped_source_chunks_on_four_devices_equal_one_device(tmp_path, cache_dir):
+  # 130 runs per source instance: grouped (one instance per chunk, its index a replicated scalar)
+  flags = ["--env", "linear-mdp", "--agents", "lsvi-ucb", "--seeds", "130", "--episodes", "3",
+           "--env-param", "xi_norm=0.1,0.2", "--targets", "q=0:1:3", "--chunk", "100", "--x64",
+           "--quiet"]
+  out1, out4 = tmp_path / "one", tmp_path / "four"
+  assert _cli(flags + ["--out", str(out1)])[0] == 0
+  res = _cli_subprocess(flags + ["--out", str(out4)], cache_dir,
+                        XLA_FLAGS=" ".join(("--xla_force_host_platform_device_count=4",)
+                                           + _xla.flags_for_this_jaxlib()),
+                        JAX_PLATFORMS="cpu")
+  assert res.returncode == 0, res.stderr
+  info = json.loads((out4 / "sweep.json").read_text())
+  assert info["devices"]["count"] == 4 and info["layout"]["grouped"] == {"lsvi-ucb": True}
+  assert info["layout"]["num_chunks"] == 4  # 2 instances x (100 + 30 runs)
+  df1, _ = sweeps.load(str(out1))
+  df4, _ = sweeps.load(str(out4))
+  pd.testing.assert_frame_equal(df4, df1, check_exact=True, check_categorical=False)
+
+
 def test_one_seed_alone_reproduces_its_rows(full):
   alone = sweeps.run(_cfg(seed_ids=(3,), chunk=3))
   want = full.df[full.df.seed == 3].reset_index(drop=True)

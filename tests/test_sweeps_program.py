@@ -110,3 +110,25 @@ def test_one_run_per_chunk_is_identical_at_the_production_optimization_level():
   assert res.returncode == 0, res.stderr[-3000:]
   hashes = json.loads(res.stdout.strip().splitlines()[-1])
   assert len(set(hashes.values())) == 1, hashes
+
+
+def test_grouped_chunks_give_the_values_of_runs_gathering_their_own_params(monkeypatch):
+  """One source instance per chunk (its index a scalar) vs each run gathering its instance's
+  params (checked against independent runs in test_sweeps.py): the same values up to float64
+  rounding (the products are batched differently), for every instance."""
+  cfg = sweeps.SweepConfig(**{**SMALL, "agents": ("dr-lsvi-ucb", "lsvi-ucb")}, chunk=4,
+                           env_params={"xi_norm": (0.1, 0.2), "delta": (0.25, 0.3)},
+                           dtype="float64")
+  with sweep_cli.x64(True):
+    gathered = sweeps.run(cfg)
+    monkeypatch.setattr(sweeps.grid, "GROUP_MIN_RUNS", 1)
+    grouped = sweeps.run(cfg)
+  assert gathered.info["layout"]["grouped"] == {"dr-lsvi-ucb": False, "lsvi-ucb": False}
+  assert grouped.info["layout"]["grouped"] == {"dr-lsvi-ucb": True, "lsvi-ucb": True}
+  a, b = gathered.df, grouped.df
+  assert a[["agent", "setting", "seed", "xi_norm", "delta", "target_q"]].equals(
+      b[["agent", "setting", "seed", "xi_norm", "delta", "target_q"]])
+  for col in ("train_return", "value"):
+    np.testing.assert_allclose(b[col], a[col], rtol=1e-9, atol=1e-12)
+  # the instances differ (a wrong instance would show)
+  assert a.groupby(["xi_norm", "delta"]).value.mean().nunique() == 4
