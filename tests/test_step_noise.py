@@ -76,7 +76,8 @@ def test_training_with_pre_drawn_noise_equals_training_with_keys(env, params, ke
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   hp = drjax.make_hparams(H, d, rho=0.2, beta=1.0, lam=0.1)
   outs = []
-  makes = (drjax.dr_lsvi_ucb, drjax.lsvi_ucb) if isinstance(env, LinearMDP) else (drjax.lsvi_ucb,)
+  # DR-LSVI-UCB on the linear MDP (sufficient statistics), LSVI-UCB on the put option (buffer)
+  makes = (drjax.dr_lsvi_ucb,) if isinstance(env, LinearMDP) else (drjax.lsvi_ucb,)
   for e in (env, keyonly):
     for make in makes:
       agent = make(H, d, A, 12)
