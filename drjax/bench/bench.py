@@ -766,8 +766,9 @@ def format_report(results: dict) -> str:
 
 
 @_benchmark
-def engine_bench(quick: bool = False, *, full: bool = False, only=None, reps: int = 3) -> dict:
-  """drjax's training engine vs the NumPy baselines of ``numpy_ref.py`` (``engine.py``)."""
+def engine_bench(quick: bool = False, *, full: bool = False, only=None, reps: int = 5) -> dict:
+  """drjax's training engine vs the NumPy baselines of ``numpy_ref.py`` (``engine.py``); medians
+  of ``reps`` interleaved turns, each timing the second of two back-to-back runs (see there)."""
   from drjax.bench import engine  # pylint: disable=g-import-not-at-top
   rows = engine.engine(quick, full=full, only=only, reps=reps,
                        log=lambda m: print(m, file=sys.stderr, flush=True))

@@ -120,7 +120,7 @@ def rss_child(name: str, sizes: dict) -> dict:
           "mean_return": mean, "stderr": se}
 
 
-def engine(quick: bool = False, *, full: bool = False, reps: int = 3, only=None,
+def engine(quick: bool = False, *, full: bool = False, reps: int = 5, only=None,
            log=print) -> dict:
   """All workloads; returns ``{name: row}``. ``full``: the issue's sizes for every workload."""
   sizes = dict(WORKLOADS)
@@ -169,13 +169,18 @@ def engine(quick: bool = False, *, full: bool = False, reps: int = 3, only=None,
         baselines[form] = (numpy_runner(kind, seeds, episodes, extra, form), [])
       except ImportError as e:  # numpy_ref missing: report drjax alone
         row["numpy_error"] = str(e)
-    # Interleaved: drjax, numpy forms, drjax, ...
+    # Interleaved: drjax, numpy forms, drjax, ... Each turn runs its implementation twice in a
+    # row and times the second run (another seed), for every implementation alike: right after
+    # the other implementation's runs, caches are cold, which cost a 1,000 x 100 drjax run 15-25 %
+    # (0.044 s alone, 0.051-0.056 s right after the NumPy runs, one process, amd-epyc-2c).
     for i in range(reps):
       if drjax_times is not None:
+        run(jax.random.PRNGKey(1000 + i))
         t0 = time.perf_counter()
         run(jax.random.PRNGKey(100 + i))
         drjax_times.append(time.perf_counter() - t0)
       for form, (fn, times) in baselines.items():
+        fn(1000 + i)
         t0 = time.perf_counter()
         out = fn(100 + i)
         times.append(time.perf_counter() - t0)
