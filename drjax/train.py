@@ -183,15 +183,16 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
     # Every episode's keys, drawn before the episode scan: episode k resets with
     # split(keys[k])[0] and steps with split(split(keys[k])[1], H) (the same numbers as drawing
     # them inside the episode, but one vectorized threefry call over all K episodes instead of
-    # two per episode: on CPU each is a 5-iteration while loop, about 15 % of an episode). So
-    # are the steps' own random numbers when the environment separates them
-    # (``env.step_noise``), another ~15 %.
+    # two per episode: on CPU each is a 5-iteration while loop). So are the steps' own random
+    # numbers when the environment separates them (``env.step_noise``; None if it does not).
+    # One seed x 3,000 episodes of the linear MDP: 8.6-11x -> 17.7-17.9x the NumPy baseline.
     keys = jax.random.split(key, K)
     k_reset, k_steps = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
     step_keys = jax.vmap(lambda k: jax.random.split(k, H))(k_steps)
-    noisy = env.step_noise(step_keys[0, 0], env_params) is not None
+    noise = jax.vmap(jax.vmap(lambda k: env.step_noise(k, env_params)))(step_keys)
+    noisy = noise is not None
     if noisy:
-      step_keys = jax.vmap(jax.vmap(lambda k: env.step_noise(k, env_params)))(step_keys)
+      step_keys = noise
     ks = jnp.arange(K, dtype=jnp.int32)
     state, ys, start = state0, [], 0
     for end in bounds:

@@ -92,7 +92,7 @@ class Environment:
   # ``step(key, ...)`` equals ``step_given(step_noise(key, params), ...)`` may define both;
   # training then draws every step's numbers of all episodes before the episode loop, in one
   # vectorized call (the same numbers, so the same results): on CPU each ``jax.random`` call in
-  # the loop is a small while loop of its own (about 15 % of a linear-MDP episode).
+  # the loop is a small while loop of its own.
   def step_noise(self, key: chex.PRNGKey, params: Any) -> Any:
     """The random numbers ``step`` draws from ``key`` (a pytree), or ``None`` (the default): not
     separable, ``step`` is called with the key."""

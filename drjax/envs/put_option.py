@@ -244,6 +244,7 @@ class PutOption(Environment):
     """
     _checks.key("key", key)
     _check_state(state, PutOptionState, self)
+    # In the price's dtype (``step_noise`` takes ``init_low``'s, which ``reset`` gives the price).
     u = jax.random.uniform(key, (), jnp.asarray(state.price).dtype)
     return self.step_given(u, state, action, params)
 
