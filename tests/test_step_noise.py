@@ -33,18 +33,27 @@ def _envs():
 def test_step_equals_step_given_its_noise_on_random_states(which, x64):
   with sweep_cli.x64(x64):
     env, params = _envs()[which]
-    keys = jax.random.split(jax.random.PRNGKey(7), 12)
-    for i, k in enumerate(keys):
-      s = env.reset(jax.random.fold_in(k, 1), params)
-      for h in range(env.horizon):
-        a = jnp.int32((i + h) % env.num_actions)
-        kh = jax.random.fold_in(k, 10 + h)
-        want = env.step(kh, s, a, params)
-        got = env.step_given(env.step_noise(kh, params), s, a, params)
-        for x, y in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)):
-          assert x.dtype == y.dtype
-          np.testing.assert_array_equal(x, y)
-        s = want[0]
+    n = 64
+
+    @jax.jit
+    def rollout(keys):  # n episodes of random actions: both steps at every visited state
+      def one(k):
+        def body(s, h):
+          a = jax.random.randint(jax.random.fold_in(k, 100 + h), (), 0, env.num_actions)
+          kh = jax.random.fold_in(k, 10 + h)
+          want = env.step(kh, s, a, params)
+          got = env.step_given(env.step_noise(kh, params), s, a, params)
+          return want[0], (want, got)
+        return jax.lax.scan(body, env.reset(jax.random.fold_in(k, 1), params),
+                            jnp.arange(env.horizon))[1]
+      return jax.vmap(one)(keys)
+
+    want, got = rollout(jax.random.split(jax.random.PRNGKey(7), n))
+    for x, y in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)):
+      assert x.dtype == y.dtype and x.shape[:2] == (n, env.horizon)
+      np.testing.assert_array_equal(x, y)
+    states = jax.tree_util.tree_leaves(want[0])[0]
+    assert len(np.unique(np.asarray(states))) > 2  # the episodes went different ways
 
 
 def test_categorical_given_inverts_the_cumulative_probabilities():

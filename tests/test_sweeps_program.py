@@ -65,9 +65,10 @@ def test_shared_params_program_equals_independent_runs():
 @pytest.mark.parametrize("dtype, env_params, min_runs", [
     (dt, ep, mr) for dt in ("float32", "float64")
     for ep, mr in (({}, None), ({"xi_norm": (0.1, 0.2)}, None), ({"xi_norm": (0.1, 0.2)}, 1))
-    if not (dt == "float64" and mr == 1)],  # grouped: float32 only (its last bits are the risk)
-    ids=["float32-shared", "float32-gathered", "float32-grouped", "float64-shared",
-         "float64-gathered"])
+    # float32 (its last bits are the risk) in every mode; float64 only where the sweep tests do
+    # not check it (test_sweeps.py: one source instance, chunked = unchunked = 4 devices)
+    if dt == "float32" or (ep and mr is None)],
+    ids=["float32-shared", "float32-gathered", "float32-grouped", "float64-gathered"])
 def test_numbers_identical_for_every_chunk_size(dtype, env_params, min_runs, monkeypatch):
   """Chunks of 1, 2, 4 and all runs: the same bits (float32 too), with one source instance, with
   two whose runs gather their own params (small groups), and with two grouped (one per chunk)."""
