@@ -34,7 +34,6 @@ drjax) of the warm minima: above 1 means drjax is faster.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import glob
 import os
@@ -48,6 +47,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from drjax.bench import numpy_offline as npo  # noqa: E402
+from drjax.bench.bench import count_compiles  # noqa: E402
 
 AGENTS = npo.AGENTS
 PUT_HP = {"beta": 0.1, "lam": 1.0, "rho": 0.1, "reg_weight": 1.0}  # each agent takes its own
@@ -79,36 +79,6 @@ LINEAR = {"seeds": 1000, "trajectories": 100, "targets": 21, "xi_norm": 0.2, "be
 LINEAR_QUICK_SEEDS = 10
 MIN_TIME_S = 0.5  # repeat each side until it has run this long (at least ``reps`` times) ...
 MAX_REPS = 30     # ... or this many times
-
-_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-_LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-_ACTIVE: list = []
-_LISTENING = False
-
-
-def _listener(event, duration_secs, **_):
-  if event in (_TRACE_EVENT, _LOWER_EVENT, _COMPILE_EVENT):
-    for acc in _ACTIVE:
-      acc[0] += duration_secs
-      if event == _COMPILE_EVENT:
-        acc[1] += 1
-
-
-@contextlib.contextmanager
-def _compile_seconds():
-  """Yields ``[seconds tracing + lowering + compiling, backend compiles]`` filled in the block."""
-  global _LISTENING
-  if not _LISTENING:
-    jax.monitoring.register_event_duration_secs_listener(_listener)
-    _LISTENING = True
-  acc = [0.0, 0]
-  _ACTIVE.append(acc)
-  try:
-    yield acc
-  finally:
-    _ACTIVE.remove(acc)
-
 
 def _openblas_fn(kind: str):
   """NumPy's bundled OpenBLAS ``get``/``set`` num-threads function (None if not found)."""
@@ -156,12 +126,13 @@ def numpy_call(fn, threads: int | None):
 
 
 def _first(fn):
-  """Wall seconds of the first call (block_until_ready) and the compile seconds inside it."""
-  with _compile_seconds() as acc:
+  """Wall seconds of the first call (block_until_ready) and the seconds JAX spent tracing,
+  lowering and compiling inside it (``bench.count_compiles``)."""
+  with count_compiles() as stats:
     t0 = time.perf_counter()
     out = jax.block_until_ready(fn())
     dt = time.perf_counter() - t0
-  return out, {"first_s": dt, "compile_s": acc[0], "compiles": acc[1]}
+  return out, {"first_s": dt, "compile_s": stats.total_s, "compiles": stats.compiles}
 
 
 def _interleaved(fns: dict, reps: int, min_time_s: float = MIN_TIME_S,
