@@ -485,6 +485,16 @@ def agent(name: str, a, kind: str | None = None) -> None:
                     f"{getattr(a, 'name', '?')!r}")
 
 
+def agent_dims(agent, dims: tuple, against: str = "env") -> None:
+  """``agent.config``'s ``(H, d, A)`` must equal ``dims``, those of ``against`` (``"env"``, ``"the
+  model's"``)."""
+  cfg = agent.config
+  have = (cfg.horizon, cfg.feature_dim, cfg.num_actions)
+  if have != tuple(dims):
+    raise ValueError(f"agent (H, d, A) = {have} does not match {against} (H, d, A) = "
+                     f"{tuple(dims)}")
+
+
 def qfunction(name: str, qf, H: int, d: int, stacked: bool = False) -> None:
   """``qf`` a ``QFunction`` with ``w [H, d]`` (``stacked``: ``[K, H, d]``)."""
   from drjax.agents.base import QFunction  # pylint: disable=g-import-not-at-top

@@ -94,10 +94,7 @@ def _check_key(key) -> None:
 def _check_agent(agent, H: int, d: int, A: int, where: str = "model") -> None:
   """``agent`` a drjax agent whose ``(H, d, A)`` match the model's / environment's."""
   _checks.agent("agent", agent)
-  cfg = agent.config
-  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (H, d, A):
-    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
-                     f"not match the {where}'s (H, d, A) = {(H, d, A)}")
+  _checks.agent_dims(agent, (H, d, A), f"the {where}'s")
 
 
 def _model_and_agent(agent, model) -> tuple[int, int, int, int]:

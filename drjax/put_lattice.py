@@ -304,12 +304,8 @@ def _check_put_args(env, p_us, init_low, init_high) -> None:
 
 def _check_agent_args(env, agent, qf) -> None:
   _checks.agent("agent", agent)
-  cfg = agent.config
-  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (env.horizon, env.feature_dim,
-                                                          env.num_actions):
-    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
-                     f"not match env (H, d, A) = {(env.horizon, env.feature_dim, env.num_actions)}")
-  _checks.qfunction("qf", qf, cfg.horizon, cfg.feature_dim)
+  _checks.agent_dims(agent, (env.horizon, env.feature_dim, env.num_actions))
+  _checks.qfunction("qf", qf, env.horizon, env.feature_dim)
 
 
 @exact_matmuls

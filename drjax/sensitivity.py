@@ -634,11 +634,7 @@ def _check_learned_args(agent, env, train_state, key) -> None:
   from drjax.agents.base import AgentState, StatsState  # pylint: disable=g-import-not-at-top
   _checks.agent("agent", agent, "online")
   _checks.environment("env", env)
-  cfg = agent.config
-  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (env.horizon, env.feature_dim,
-                                                          env.num_actions):
-    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
-                     f"not match env (H, d, A) = {(env.horizon, env.feature_dim, env.num_actions)}")
+  _checks.agent_dims(agent, (env.horizon, env.feature_dim, env.num_actions))
   _checks.instance("train_state", train_state, (AgentState, StatsState),
                    "an AgentState or StatsState (TrainOutput.state)")
   if key is not None:

@@ -118,10 +118,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
   if agent.config.capacity < K:
     raise ValueError(f"agent capacity {agent.config.capacity} must be >= num_episodes {K} "
                      "(the agent stores one slot per episode)")
-  cfg = agent.config
-  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (H, env.feature_dim, env.num_actions):
-    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
-                     f"not match env (H, d, A) = {(H, env.feature_dim, env.num_actions)}")
+  _checks.agent_dims(agent, (H, env.feature_dim, env.num_actions))
   outputs = OUTPUTS if outputs is None else _names("outputs", outputs)
   bad = [o for o in outputs if o not in OUTPUTS]
   if bad:
@@ -383,10 +380,7 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   if capacity < num_episodes:
     raise ValueError(f"agent capacity {capacity} must be >= num_episodes {num_episodes}")
   H, d = env.horizon, env.feature_dim
-  cfg = agent.config
-  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (H, d, env.num_actions):
-    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
-                     f"not match env (H, d, A) = {(H, d, env.num_actions)}")
+  _checks.agent_dims(agent, (H, d, env.num_actions))
   validate_hparams(hparams, H, d)
   outputs = _names("outputs", outputs)
   bad = [o for o in outputs if o not in OUTPUTS]
@@ -474,10 +468,7 @@ def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "a
   keep_data = _checks.boolean("keep_data", keep_data)
   N = base.check_int("num_trajectories", num_trajectories)
   cfg = agent.config
-  if (cfg.horizon, cfg.feature_dim, cfg.num_actions) != (env.horizon, env.feature_dim,
-                                                          env.num_actions):
-    raise ValueError(f"agent (H, d, A) = {(cfg.horizon, cfg.feature_dim, cfg.num_actions)} does "
-                     f"not match env (H, d, A) = {(env.horizon, env.feature_dim, env.num_actions)}")
+  _checks.agent_dims(agent, (env.horizon, env.feature_dim, env.num_actions))
   _checks.choice("form", form, FORMS)
   if form == "stats" and not isinstance(env, FiniteEnvironment):
     raise ValueError(f"form='stats' needs a finite environment; {type(env).__name__} has none")
