@@ -82,12 +82,11 @@ def _program(preset: OfflinePreset, num_trajectories: int, level: int | None = N
   ags = agents(preset, env)
   behavior = data_lib.uniform(env.num_actions)
 
-  def per_seed(params, key, rhos, qs, beta, lam):
-    model = env.model(params)
+  def fits(params, model, key, rhos, beta, lam):
+    """Every agent's fit at every rho: greedy policy, width table, weights ([R, ...] each)."""
     ds = data_lib._collect(env, params, behavior, jax.random.fold_in(key, 0), num_trajectories)  # pylint: disable=protected-access
     pilot = ds if preset.pilot == "same" else data_lib._collect(  # pylint: disable=protected-access
         env, params, behavior, jax.random.fold_in(key, 1), num_trajectories)
-    targets = target_params(params, qs)
     out = {}
     for name, agent in ags.items():
       spec = registry.get(name)
@@ -100,33 +99,60 @@ def _program(preset: OfflinePreset, num_trajectories: int, level: int | None = N
           values["var_shift"] = jnp.zeros(())
         hp = agent.hparams_type(**{f: values[f] for f in agent.hparams_type._fields})
         qf = agent.fit(ds, hp, pilot=pilot, model=model, form="stats")
-        curve = jax.vmap(lambda t: evaluate.target_value(env, agent, qf, t))(targets)
         pi = evaluate.greedy_policy(agent, qf, model)
-        sub = evaluate.offline_subopt(agent, qf, model, rho)
-        bound = evaluate.offline_bound(agent, qf, model, rho if spec.robust else 0.0 * rho)
-        return dict(curve=curve, first=pi[0, 0], policy=pi, subopt=sub, bound=bound, w=qf.w)
+        u = jax.vmap(lambda h: agent.width(qf, h, model.phi[h]))(jnp.arange(H))  # [H, S, A]
+        return dict(policy=pi, width=u, w=qf.w, beta=qf.beta)
 
       out[name] = jax.vmap(one)(rhos)  # [R, ...]
     return out
 
-  def refs(params, rhos, qs):
-    targets = jax.vmap(env.model)(target_params(params, qs))
+  def per_instance(params, keys, rhos, qs, beta, lam):
+    # What every agent, seed and rho share is computed once per source instance: the target
+    # models, the exact robust-optimal plans at each rho and the non-robust one. The learned
+    # policies of all agents are then evaluated together (one traced evaluation, vmapped over
+    # agents, seeds and rho, instead of one per agent: half the traced and compiled program).
+    # The evaluation is that of evaluate.target_value / offline_subopt / offline_bound
+    # (tests/test_drpvi_paper.py checks it against them): the greedy policy on the source
+    # model's features is the one on every target's (the targets change mu_1 only).
+    model = env.model(params)
+    tmodels = jax.vmap(env.model)(target_params(params, qs))  # [Q]
+    star = jax.vmap(lambda r: planning.robust_dp(model, r))(rhos)  # [R, ...]
+    nominal = planning.robust_dp(model, jnp.zeros((H, d), rhos.dtype))
+    v0 = lambda m, v: planning.initial_value(m, v)  # noqa: E731
+    f = jax.vmap(lambda k: fits(params, model, k, rhos, beta, lam))(keys)  # {name: [S, R, ...]}
+    pis = jnp.stack([f[n]["policy"] for n in AGENTS])  # [N, S, R, H, S_states]
+    widths = jnp.stack([f[n]["width"] for n in AGENTS])
+    betas = jnp.stack([f[n]["beta"] for n in AGENTS])
+    robust = jnp.asarray([registry.get(n).robust for n in AGENTS])  # [N]
+
+    def evaluate_one(pi, u, b, is_robust, rho, v_star, pi_star):
+      curve = jax.vmap(lambda m: v0(m, planning.nominal_evaluate(m, pi)))(tmodels)
+      subopt = v_star - v0(model, planning.robust_evaluate(model, rho, pi))
+      # Theorem 4.4's bound: at rho for the robust agents, at 0 for PEVI (its own objective).
+      b_rho = jnp.where(is_robust, rho, 0.0 * rho)
+      b_pi = jnp.where(is_robust, pi_star, nominal.policy)
+      cost = model._replace(reward=-u.astype(model.reward.dtype))
+      bound = b * -v0(cost, planning.robust_evaluate(cost, b_rho, b_pi))
+      return dict(curve=curve, subopt=subopt, bound=bound)
+
+    v_star = jax.vmap(lambda v: v0(model, v))(star.v)  # [R]
+    over_rho = jax.vmap(evaluate_one, in_axes=(0, 0, 0, None, 0, 0, 0))
+    over_seeds = jax.vmap(over_rho, in_axes=(0, 0, 0, None, None, None, None))
+    over_agents = jax.vmap(over_seeds, in_axes=(0, 0, 0, 0, None, None, None))
+    ev = over_agents(pis, widths, betas, robust, rhos, v_star, star.policy)
+    res = {n: dict(curve=ev["curve"][i], subopt=ev["subopt"][i], bound=ev["bound"][i],
+                   first=pis[i, :, :, 0, 0], policy=pis[i], w=f[n]["w"])
+           for i, n in enumerate(AGENTS)}
 
     def values(pi):
-      return jax.vmap(lambda m: planning.initial_value(m, planning.nominal_evaluate(m, pi)))(
-          targets)
+      return jax.vmap(lambda m: v0(m, planning.nominal_evaluate(m, pi)))(tmodels)
 
-    model = env.model(params)
-    robust = jax.vmap(lambda r: planning.robust_dp(model, r).policy)(rhos)  # [R, H, S]
-    nominal = planning.robust_dp(model, jnp.zeros((H, d))).policy
-    return dict(robust=jax.vmap(values)(robust), nonrobust=values(nominal),
-                robust_first=robust[:, 0, 0])
+    ref = dict(robust=jax.vmap(values)(star.policy), nonrobust=values(nominal.policy),
+               robust_first=star.policy[:, 0, 0])
+    return res, ref
 
   def program(params, keys, rhos, qs, beta, lam):
-    res = jax.vmap(lambda p: jax.vmap(lambda k: per_seed(p, k, rhos, qs, beta, lam))(keys))(
-        params)
-    ref = jax.vmap(lambda p: refs(p, rhos, qs))(params)
-    return res, ref
+    return jax.vmap(lambda p: per_instance(p, keys, rhos, qs, beta, lam))(params)
 
   return env, jax.jit(program, compiler_options=compiler_options(level))
 
