@@ -1,0 +1,75 @@
+"""``drjax reproduce r2pvi``'s programs against the public API, seed by seed.
+
+The programs fit and evaluate the figure's policies in shared, stacked computations
+(``drjax.paper.r2pvi``); here each seed's datasets are collected, and every curve point fitted and
+valued again, one agent and one level at a time, through ``agent.fit`` and
+``evaluate.target_value`` (Figure 1(a)-(c)) and the references through ``planning`` (float64).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from drjax import data as data_lib
+from drjax import evaluate, planning
+from drjax.agents import registry
+from drjax.envs.linear_mdp import LinearMDP, target_params
+from drjax.paper import r2pvi
+
+SEEDS, K = 2, 8
+
+
+def _curve_fn(env, name):
+  agent = registry.make(name, env)
+
+  @jax.jit
+  def curve(ds, params, level, qs):
+    model = env.model(params)
+    qf = agent.fit(ds, r2pvi._hp(agent, registry.get(name), level), model=model, form="stats")  # pylint: disable=protected-access
+    return jax.vmap(lambda t: evaluate.target_value(env, agent, qf, t))(target_params(params, qs))
+
+  return curve
+
+
+def test_linear_mdp_program_equals_the_public_api_seed_by_seed():
+  key = jax.random.PRNGKey(5)
+  res = r2pvi.run(seeds=SEEDS, trajectories=K, key=key, put=False)
+  A, R = res["agents"], res["ref"]
+  env = LinearMDP()
+  H, d = env.horizon, env.feature_dim
+  pa = env.make_params(delta=r2pvi.DELTA, p=r2pvi.P, xi_norm=r2pvi.FIG_A_XI)
+  pb = env.make_params(delta=r2pvi.DELTA, p=r2pvi.P, xi_norm=r2pvi.FIG_B_XI)
+  qs, qc = jnp.asarray(r2pvi.QS), jnp.asarray([r2pvi.FIG_C_Q])
+  curves = {n: _curve_fn(env, n) for n in set(r2pvi.FIG_A_AGENTS + r2pvi.FIG_C_AGENTS)}
+  behavior = data_lib.uniform(env.num_actions)
+  close = lambda got, want, what: np.testing.assert_allclose(  # noqa: E731
+      got, want, rtol=1e-12, atol=1e-12, err_msg=what)
+  for s, k in enumerate(jax.random.split(key, SEEDS)):
+    da = data_lib._collect(env, pa, behavior, jax.random.fold_in(k, 0), K)  # pylint: disable=protected-access
+    db = data_lib._collect(env, pb, behavior, jax.random.fold_in(k, 1), K)  # pylint: disable=protected-access
+    for n in r2pvi.FIG_A_AGENTS:
+      close(A[f"a/{n}"][s], curves[n](da, pa, r2pvi.FIG_A_WEIGHT, qs), f"(a) {n} seed {s}")
+    for j, w in enumerate(r2pvi.FIG_B_WEIGHTS):
+      close(A["b"][s, j], curves[r2pvi.FIG_B_AGENT](db, pb, w, qs), f"(b) weight {w} seed {s}")
+    for n in r2pvi.FIG_C_AGENTS:
+      for j, lv in enumerate(r2pvi.FIG_C_LEVELS):
+        got = A[f"c/{n}"][s, j]
+        if registry.get(n).uncertainty == "regularized" and lv == 0:
+          assert np.isnan(got)  # weight 0 is undefined
+        else:
+          close(got, curves[n](da, pa, lv, qc)[0], f"(c) {n} level {lv} seed {s}")
+
+  def values(params, pi):
+    out = []
+    for q in r2pvi.QS:
+      m = env.model(target_params(params, q))
+      out.append(planning.initial_value(m, planning.nominal_evaluate(m, pi)))
+    return out
+
+  zero = jnp.zeros((H, d))
+  close(R["a/nominal"], values(pa, planning.robust_dp(env.model(pa), zero).policy), "a/nominal")
+  close(R["b/nominal"], values(pb, planning.robust_dp(env.model(pb), zero).policy), "b/nominal")
+  reg = planning.regularized_dp(env.model(pa), r2pvi.FIG_A_WEIGHT + zero, "tv").policy
+  close(R["a/regularized"], values(pa, reg), "a/regularized")
