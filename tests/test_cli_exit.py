@@ -1,5 +1,6 @@
 """The console script's quick exit (``cli.console_main``): exit codes and buffered output kept."""
 
+import json
 import os
 import subprocess
 import sys
@@ -44,3 +45,21 @@ def test_a_profiler_still_gets_its_results(tmp_path):
                         "--version"], capture_output=True, text=True, timeout=120)
   assert res.returncode == 0, res
   assert prof.stat().st_size > 0
+
+
+@pytest.mark.parametrize("default", ["", "1"])
+def test_the_command_sets_the_gc_thresholds_unless_told_not_to(default):
+  """``drjax`` runs its command with ``cli.GC_THRESHOLDS`` (fewer full collections while JAX
+  traces); ``DRJAX_DEFAULT_GC=1`` keeps Python's."""
+  code = ("import gc, json; from drjax import cli; default = gc.get_threshold(); "
+          "cli.main = lambda: print(json.dumps([gc.get_threshold(), default, cli.GC_THRESHOLDS])); "
+          "cli.console_main()")
+  env = {k: v for k, v in os.environ.items() if k != "DRJAX_DEFAULT_GC"}
+  if default:
+    env["DRJAX_DEFAULT_GC"] = default
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=env)
+  assert res.returncode == 0, res
+  now, python_default, ours = json.loads(res.stdout)
+  assert ours != python_default
+  assert now == (python_default if default else ours)
