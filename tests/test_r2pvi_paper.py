@@ -73,3 +73,41 @@ def test_linear_mdp_program_equals_the_public_api_seed_by_seed():
   close(R["b/nominal"], values(pb, planning.robust_dp(env.model(pb), zero).policy), "b/nominal")
   reg = planning.regularized_dp(env.model(pa), r2pvi.FIG_A_WEIGHT + zero, "tv").policy
   close(R["a/regularized"], values(pa, reg), "a/regularized")
+
+
+def test_put_option_program_equals_the_public_api_seed_by_seed():
+  """Figure 1(d): every agent's policy at every level, fitted and valued on the price lattice
+  one at a time (``put_option_agent_policy``, ``put_option_piecewise_values``)."""
+  from drjax.envs.put_option import PutOption  # pylint: disable=g-import-not-at-top
+  key = jax.random.PRNGKey(9)
+  res = r2pvi.run_put(seeds=SEEDS, trajectories=K, key=key, opt_level=0)
+  env = PutOption(num_anchors=r2pvi.PUT_ANCHORS, horizon=r2pvi.PUT_HORIZON, variant="notebook")
+  params = env.make_params()
+  p_us = jnp.asarray(r2pvi.PUT_PU)
+  agents = {n: registry.make(n, env) for n in ("pevi", "r2pvi-tv", "drpvi")}
+
+  @jax.jit
+  def values(ds, levels):
+    out = {}
+    for n, agent in agents.items():
+      def one(lv, n=n, agent=agent):
+        hp = r2pvi._hp(agent, registry.get(n), lv, r2pvi.PUT_BETA, r2pvi.PUT_LAM)  # pylint: disable=protected-access
+        qf = agent.fit(ds, hp, form="buffer")
+        pol = evaluate.put_option_agent_policy(env, agent, qf, params.init_low, params.init_high)
+        return evaluate.put_option_piecewise_values(pol, p_us, params.init_low, params.init_high)
+      out[n] = jax.lax.map(one, levels[n])  # one level at a time
+    return out
+
+  levels = {"pevi": jnp.zeros(1), "r2pvi-tv": jnp.asarray(r2pvi.PUT_WEIGHTS),
+            "drpvi": jnp.asarray(r2pvi.PUT_RHOS)}
+  for s, k in enumerate(jax.random.split(key, SEEDS)):
+    ds = data_lib._collect(env, params, data_lib.fixed(1), k, K)  # pylint: disable=protected-access
+    want = values(ds, levels)
+    np.testing.assert_allclose(res["agents"]["pevi"][s], want["pevi"][0], rtol=1e-12, atol=1e-12)
+    for n in ("r2pvi-tv", "drpvi"):
+      np.testing.assert_allclose(res["agents"][n][s], want[n], rtol=1e-12, atol=1e-12,
+                                 err_msg=f"{n} seed {s}")
+  opt = evaluate.put_option_optimal_policy(env, params.init_low, params.init_high,
+                                           source_p_u=params.p_u)
+  np.testing.assert_allclose(res["ref"], evaluate.put_option_piecewise_values(
+      opt, p_us, params.init_low, params.init_high), rtol=1e-12, atol=1e-12)

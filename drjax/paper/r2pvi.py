@@ -154,21 +154,28 @@ def _put_program(num_trajectories: int, level: int | None = None):
   hold = data_lib.fixed(1)  # notebook variant: action 0 exercises, 1 holds
   agents = {n: registry.make(n, env) for n in ("pevi", "r2pvi-tv", "drpvi")}
 
-  def policy(name, ds, level, params):
+  def policies(name, ds, levels, params):
+    """The agent's greedy ``PutPolicy`` fitted on ``ds`` at each of ``levels`` ([L] leaves)."""
     agent = agents[name]
-    qf = agent.fit(ds, _hp(agent, registry.get(name), level, PUT_BETA, PUT_LAM), form="buffer")
-    return evaluate.put_option_agent_policy(env, agent, qf, params.init_low, params.init_high)
+
+    def one(level):
+      qf = agent.fit(ds, _hp(agent, registry.get(name), level, PUT_BETA, PUT_LAM), form="buffer")
+      return evaluate.put_option_agent_policy(env, agent, qf, params.init_low, params.init_high)
+
+    return jax.vmap(one)(levels)
 
   def values(pol, params, p_us):
     return evaluate.put_option_piecewise_values(pol, p_us, params.init_low, params.init_high)
 
   def per_seed(key, params, p_us, weights, rhos):
     ds = data_lib._collect(env, params, hold, key, num_trajectories)  # pylint: disable=protected-access
-    out = {"pevi": values(policy("pevi", ds, 0.0, params), params, p_us)}
-    out["r2pvi-tv"] = jax.vmap(lambda w: values(policy("r2pvi-tv", ds, w, params), params,
-                                                p_us))(weights)
-    out["drpvi"] = jax.vmap(lambda r: values(policy("drpvi", ds, r, params), params, p_us))(rhos)
-    return out
+    # Every policy of the seed valued by one traced evaluation (vmapped over the stack).
+    pols = [policies("pevi", ds, jnp.zeros((1,), weights.dtype), params),
+            policies("r2pvi-tv", ds, weights, params), policies("drpvi", ds, rhos, params)]
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.concatenate(x), *pols)
+    v = jax.vmap(lambda pol: values(pol, params, p_us))(stacked)  # [1 + W + R, P]
+    n_w = weights.shape[0]
+    return {"pevi": v[0], "r2pvi-tv": v[1:1 + n_w], "drpvi": v[1 + n_w:]}
 
   def program(keys, params, p_us, weights, rhos):
     res = jax.vmap(lambda k: per_seed(k, params, p_us, weights, rhos))(keys)
