@@ -8,6 +8,8 @@ valued again, one agent and one level at a time, through ``agent.fit`` and
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,13 +20,14 @@ from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.paper import r2pvi
 
+O0 = {"xla_backend_optimization_level": 0}  # the references compile fast, run on tiny data
 SEEDS, K = 2, 8
 
 
 def _curve_fn(env, name):
   agent = registry.make(name, env)
 
-  @jax.jit
+  @functools.partial(jax.jit, compiler_options=O0)
   def curve(ds, params, level, qs):
     model = env.model(params)
     qf = agent.fit(ds, r2pvi._hp(agent, registry.get(name), level), model=model, form="stats")  # pylint: disable=protected-access
@@ -44,11 +47,11 @@ def test_linear_mdp_program_equals_the_public_api_seed_by_seed():
   qs, qc = jnp.asarray(r2pvi.QS), jnp.asarray([r2pvi.FIG_C_Q])
   curves = {n: _curve_fn(env, n) for n in set(r2pvi.FIG_A_AGENTS + r2pvi.FIG_C_AGENTS)}
   behavior = data_lib.uniform(env.num_actions)
+  collect = jax.jit(lambda params, k: data_lib._collect(env, params, behavior, k, K))  # pylint: disable=protected-access
   close = lambda got, want, what: np.testing.assert_allclose(  # noqa: E731
       got, want, rtol=1e-12, atol=1e-12, err_msg=what)
   for s, k in enumerate(jax.random.split(key, SEEDS)):
-    da = data_lib._collect(env, pa, behavior, jax.random.fold_in(k, 0), K)  # pylint: disable=protected-access
-    db = data_lib._collect(env, pb, behavior, jax.random.fold_in(k, 1), K)  # pylint: disable=protected-access
+    da, db = collect(pa, jax.random.fold_in(k, 0)), collect(pb, jax.random.fold_in(k, 1))
     for n in r2pvi.FIG_A_AGENTS:
       close(A[f"a/{n}"][s], curves[n](da, pa, r2pvi.FIG_A_WEIGHT, qs), f"(a) {n} seed {s}")
     for j, w in enumerate(r2pvi.FIG_B_WEIGHTS):
@@ -61,18 +64,22 @@ def test_linear_mdp_program_equals_the_public_api_seed_by_seed():
         else:
           close(got, curves[n](da, pa, lv, qc)[0], f"(c) {n} level {lv} seed {s}")
 
-  def values(params, pi):
-    out = []
-    for q in r2pvi.QS:
-      m = env.model(target_params(params, q))
-      out.append(planning.initial_value(m, planning.nominal_evaluate(m, pi)))
-    return out
+  @functools.partial(jax.jit, compiler_options=O0)
+  def refs(pa, pb):
+    def values(params, pi):  # one target at a time
+      def one(q):
+        m = env.model(target_params(params, q))
+        return planning.initial_value(m, planning.nominal_evaluate(m, pi))
+      return jax.lax.map(one, qs)
 
-  zero = jnp.zeros((H, d))
-  close(R["a/nominal"], values(pa, planning.robust_dp(env.model(pa), zero).policy), "a/nominal")
-  close(R["b/nominal"], values(pb, planning.robust_dp(env.model(pb), zero).policy), "b/nominal")
-  reg = planning.regularized_dp(env.model(pa), r2pvi.FIG_A_WEIGHT + zero, "tv").policy
-  close(R["a/regularized"], values(pa, reg), "a/regularized")
+    zero = jnp.zeros((H, d))
+    reg = planning.regularized_dp(env.model(pa), r2pvi.FIG_A_WEIGHT + zero, "tv").policy
+    return {"a/nominal": values(pa, planning.robust_dp(env.model(pa), zero).policy),
+            "b/nominal": values(pb, planning.robust_dp(env.model(pb), zero).policy),
+            "a/regularized": values(pa, reg)}
+
+  for name, want in refs(pa, pb).items():
+    close(R[name], want, name)
 
 
 def test_put_option_program_equals_the_public_api_seed_by_seed():
@@ -86,7 +93,7 @@ def test_put_option_program_equals_the_public_api_seed_by_seed():
   p_us = jnp.asarray(r2pvi.PUT_PU)
   agents = {n: registry.make(n, env) for n in ("pevi", "r2pvi-tv", "drpvi")}
 
-  @jax.jit
+  @functools.partial(jax.jit, compiler_options=O0)
   def values(ds, levels):
     out = {}
     for n, agent in agents.items():
@@ -96,18 +103,19 @@ def test_put_option_program_equals_the_public_api_seed_by_seed():
         pol = evaluate.put_option_agent_policy(env, agent, qf, params.init_low, params.init_high)
         return evaluate.put_option_piecewise_values(pol, p_us, params.init_low, params.init_high)
       out[n] = jax.lax.map(one, levels[n])  # one level at a time
+    opt = evaluate.put_option_optimal_policy(env, params.init_low, params.init_high,
+                                             source_p_u=params.p_u)
+    out["ref"] = evaluate.put_option_piecewise_values(opt, p_us, params.init_low, params.init_high)
     return out
 
   levels = {"pevi": jnp.zeros(1), "r2pvi-tv": jnp.asarray(r2pvi.PUT_WEIGHTS),
             "drpvi": jnp.asarray(r2pvi.PUT_RHOS)}
+  collect = jax.jit(lambda k: data_lib._collect(env, params, data_lib.fixed(1), k, K))  # pylint: disable=protected-access
   for s, k in enumerate(jax.random.split(key, SEEDS)):
-    ds = data_lib._collect(env, params, data_lib.fixed(1), k, K)  # pylint: disable=protected-access
+    ds = collect(k)
     want = values(ds, levels)
     np.testing.assert_allclose(res["agents"]["pevi"][s], want["pevi"][0], rtol=1e-12, atol=1e-12)
     for n in ("r2pvi-tv", "drpvi"):
       np.testing.assert_allclose(res["agents"][n][s], want[n], rtol=1e-12, atol=1e-12,
                                  err_msg=f"{n} seed {s}")
-  opt = evaluate.put_option_optimal_policy(env, params.init_low, params.init_high,
-                                           source_p_u=params.p_u)
-  np.testing.assert_allclose(res["ref"], evaluate.put_option_piecewise_values(
-      opt, p_us, params.init_low, params.init_high), rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(res["ref"], want["ref"], rtol=1e-12, atol=1e-12)
