@@ -41,37 +41,53 @@ def _linear_program(preset: Preset, episodes: int, level: int | None = None):
   zero_rho = jnp.zeros((H, d))
 
   def per_instance(params, out_dr, out_ls, hp_dr: HParams, qs, fine_qs):
-    """One source instance (xi_norm): evaluation for all rho and seeds of its training runs."""
+    """One source instance (xi_norm): evaluation for all rho and seeds of its training runs.
+
+    Each agent's greedy policies (every episode's and the final one, all seeds and rho) come from
+    one traced ``greedy_policy``; they are then valued together: one traced robust evaluation for
+    every AveSubopt term (DR-LSVI-UCB at its rho, LSVI-UCB at 0) and one traced evaluation in the
+    targets for every final policy and exact reference (the greedy policy on the source's features
+    is the one on each target's: the targets change mu_1 only). The same numbers as one
+    evaluation per agent and quantity, in a program a third smaller."""
     model = env.model(params)
     targets = target_params(params, qs)  # [Q]
     target_models = jax.vmap(env.model)(targets)
+    R, K = hp_dr.rho.shape[0], episodes
+    rhos = jnp.concatenate([hp_dr.rho, zero_rho[None].astype(hp_dr.rho.dtype)])  # [R + 1]: 0 last
+    star = jax.vmap(lambda r: planning.robust_dp(model, r))(rhos)
+    v_star = jax.vmap(lambda v: planning.initial_value(model, v))(star.v)  # [R + 1]
 
-    def values_in_targets(pi):  # [H, S] policy -> [Q] exact returns
-      return jax.vmap(lambda m: planning.initial_value(m, planning.nominal_evaluate(m, pi)))(
-          target_models)
+    def greedy(agent, out, lead):  # every episode's policy, then the final one: [*lead, K + 1]
+      qfs = jax.tree_util.tree_map(
+          lambda e, f: jnp.concatenate([e, jnp.expand_dims(f, len(lead))], axis=len(lead)),
+          out.qf, out.final_qf)
+      flat = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[len(lead) + 1:]), qfs)
+      pis = jax.vmap(lambda qf: evaluate.greedy_policy(agent, qf, model))(flat)
+      return pis.reshape(tuple(lead) + (K + 1,) + pis.shape[1:])
 
-    def learned_in_targets(agent, qf):
-      return jax.vmap(lambda t: evaluate.target_value(env, agent, qf, t))(targets)
-
-    def subopt(agent, qfs, rho):
-      def value(qf):
-        pi = evaluate.greedy_policy(agent, qf, model)
-        return planning.initial_value(model, planning.robust_evaluate(model, rho, pi))
-      v_star = planning.initial_value(model, planning.robust_dp(model, rho).v)
-      gap = v_star - jax.vmap(value)(qfs)
-      return jnp.cumsum(gap) / jnp.arange(1, gap.shape[0] + 1)
-
-    def run_dr(hp, out):
-      curves = jax.vmap(lambda qf: learned_in_targets(dr, qf))(out.final_qf)  # [S, Q]
-      sub = jax.vmap(lambda qfs: subopt(dr, qfs, hp.rho))(out.qf)  # [S, K]
-      ref = values_in_targets(planning.robust_dp(model, hp.rho).policy)
-      return curves, sub, out.estimation_error, ref
-
-    dr_curves, dr_sub, dr_err, robust_ref = jax.vmap(run_dr)(hp_dr, out_dr)  # [R, S, Q], ...
-    out = out_ls
-    ls_curves = jax.vmap(lambda qf: learned_in_targets(ls, qf))(out.final_qf)
-    ls_sub = jax.vmap(lambda qfs: subopt(ls, qfs, zero_rho))(out.qf)
-    nonrobust_ref = values_in_targets(planning.robust_dp(model, zero_rho).policy)
+    S = out_ls.final_qf.w.shape[0]
+    pi_dr, pi_ls = greedy(dr, out_dr, (R, S)), greedy(ls, out_ls, (S,))
+    # AveSubopt: V*_1 - V^pi_1 of every episode's policy, robust at the run's rho (index R: 0).
+    ep = jnp.concatenate([pi_dr[:, :, :K].reshape((-1,) + pi_dr.shape[3:]),
+                          pi_ls[:, :K].reshape((-1,) + pi_ls.shape[2:])])
+    r_idx = np.concatenate([np.repeat(np.arange(R), S * K), np.full(S * K, R)])
+    v_pi = jax.vmap(lambda pi, r: planning.initial_value(
+        model, planning.robust_evaluate(model, rhos[r], pi)))(ep, r_idx)
+    gap = v_star[r_idx] - v_pi
+    ave = lambda g: (jnp.cumsum(g, axis=-1) /  # noqa: E731
+                     jnp.arange(1, K + 1).reshape((1,) * (g.ndim - 1) + (K,)))
+    dr_sub = ave(gap[:R * S * K].reshape(R, S, K))
+    ls_sub = ave(gap[R * S * K:].reshape(S, K))
+    # Target returns of the final policies and of the exact (robust) optimal ones.
+    final = jnp.concatenate([pi_dr[:, :, K].reshape((-1,) + pi_dr.shape[3:]), pi_ls[:, K],
+                             star.policy])
+    vals = jax.vmap(lambda pi: jax.vmap(
+        lambda m: planning.initial_value(m, planning.nominal_evaluate(m, pi)))(target_models))(
+            final)
+    dr_curves = vals[:R * S].reshape(R, S, -1)
+    ls_curves = vals[R * S:R * S + S]
+    robust_ref, nonrobust_ref = vals[R * S + S:R * S + S + R], vals[R * S + S + R]
+    dr_err, out = out_dr.estimation_error, out_ls
     # Exact critical q: where the target-optimal first action at x1 switches. A grid brackets
     # the first switch; bisection then narrows the bracket to rounding precision.
     def first_action(q):
