@@ -3,6 +3,7 @@
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from drjax.paper import reproduce as rep
@@ -127,3 +128,35 @@ def test_ctrl_c_prints_one_line_exits_130_and_leaves_only_complete_figures(tmp_p
       assert any(f.endswith(".png") for f in os.listdir(out / n)), n
   ps = subprocess.run(["ps", "-o", "pid=,ppid=,args=", "-e"], capture_output=True, text=True)
   assert not [x for x in ps.stdout.splitlines() if f"{proc.pid}" in x.split()[1:2]], ps.stdout
+
+
+def test_paper_programs_trace_under_the_trace_lock_and_compile_once():
+  """``compile_options.call`` traces and lowers under ``TRACE_LOCK`` (one family traces at a
+  time) and the call that follows reuses that trace: one trace, one compilation, the result of
+  the plain call."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from drjax.paper import compile_options  # pylint: disable=g-import-not-at-top
+  traced = []
+
+  def f(x):
+    traced.append(compile_options.TRACE_LOCK.locked())
+    return jnp.sin(x) * 2.0
+
+  compiles = []
+
+  def listen(event, duration, **_):
+    del duration
+    if event.endswith("backend_compile_duration"):
+      compiles.append(event)
+
+  x = jnp.arange(7.0)
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    got = compile_options.call(jax.jit(f), x)
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)
+  assert traced == [True]
+  assert len(compiles) == 1
+  np.testing.assert_array_equal(got, jnp.sin(x) * 2.0)
+  assert not compile_options.TRACE_LOCK.locked()
