@@ -118,7 +118,7 @@ def _program(preset: OfflinePreset, num_trajectories: int, level: int | None = N
     tmodels = jax.vmap(env.model)(target_params(params, qs))  # [Q]
     star = jax.vmap(lambda r: planning.robust_dp(model, r))(rhos)  # [R, ...]
     nominal = planning.robust_dp(model, jnp.zeros((H, d), rhos.dtype))
-    v0 = lambda m, v: planning.initial_value(m, v)  # noqa: E731
+    v0 = planning.initial_value
     f = jax.vmap(lambda k: fits(params, model, k, rhos, beta, lam))(keys)  # {name: [S, R, ...]}
     pis = jnp.stack([f[n]["policy"] for n in AGENTS])  # [N, S, R, H, S_states]
     widths = jnp.stack([f[n]["width"] for n in AGENTS])
@@ -176,9 +176,9 @@ def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=X
   keys = jax.random.split(key, seeds)
   t0 = time.perf_counter()
   dtype = jnp.result_type(float)
-  res, ref = jax.device_get(call(program, params, keys, jnp.asarray(rho, dtype), jnp.asarray(qs, dtype),
-                                    jnp.asarray(preset.beta, dtype),
-                                    jnp.asarray(preset.lam, dtype)))
+  res, ref = jax.device_get(call(program, params, keys, jnp.asarray(rho, dtype),
+                                 jnp.asarray(qs, dtype), jnp.asarray(preset.beta, dtype),
+                                 jnp.asarray(preset.lam, dtype)))
   return {"agents": jax.tree_util.tree_map(np.asarray, res),
           "ref": jax.tree_util.tree_map(np.asarray, ref), "seconds": time.perf_counter() - t0,
           "opt_level": level,

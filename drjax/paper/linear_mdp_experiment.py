@@ -87,7 +87,7 @@ def _linear_program(preset: Preset, episodes: int, level: int | None = None):
     dr_curves = vals[:R * S].reshape(R, S, -1)
     ls_curves = vals[R * S:R * S + S]
     robust_ref, nonrobust_ref = vals[R * S + S:R * S + S + R], vals[R * S + S + R]
-    dr_err, out = out_dr.estimation_error, out_ls
+    dr_err = out_dr.estimation_error
     # Exact critical q: where the target-optimal first action at x1 switches. A grid brackets
     # the first switch; bisection then narrows the bracket to rounding precision.
     def first_action(q):
@@ -112,7 +112,7 @@ def _linear_program(preset: Preset, episodes: int, level: int | None = None):
                                     beta=hp_dr.beta)["total"]  # [R, K]
     return dict(dr=dr_curves, ls=ls_curves, dr_sub=dr_sub, ls_sub=ls_sub, dr_err=dr_err,
                 theorem1_bound=bound,
-                ls_err=out.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
+                ls_err=out_ls.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
                 critical_q=critical)
 
   def program(params, keys, hp_dr: HParams, hp_ls: HParams, qs, fine_qs):
@@ -165,7 +165,8 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
   keys = jax.random.split(key, seeds)
   fine = np.linspace(0.0, 1.0, fine_q)  # q grid for the exact critical point
   t0 = time.perf_counter()
-  out = jax.device_get(call(program, params, keys, hp_dr, hp_ls, jnp.asarray(qs), jnp.asarray(fine)))
+  out = jax.device_get(call(program, params, keys, hp_dr, hp_ls, jnp.asarray(qs),
+                            jnp.asarray(fine)))
   elapsed = time.perf_counter() - t0
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = elapsed

@@ -135,8 +135,8 @@ def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episo
   ref_rhos = jnp.asarray((0.0,) + tuple(rhos), hp_ls.lam.dtype)
   t0 = time.perf_counter()
   out = jax.device_get(call(program, params, jax.random.split(k_train, seeds),
-                               jax.random.split(k_eval, seeds), hp_dr, hp_ls,
-                               jnp.asarray(p_us, hp_ls.lam.dtype), ref_rhos))
+                            jax.random.split(k_eval, seeds), hp_dr, hp_ls,
+                            jnp.asarray(p_us, hp_ls.lam.dtype), ref_rhos))
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = time.perf_counter() - t0
   res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us), evaluation=evaluation,

@@ -193,8 +193,8 @@ def run_put(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
   params = env.make_params()
   dtype = jnp.result_type(float)
   res, ref = jax.device_get(call(program, jax.random.split(key, seeds), params,
-                                    jnp.asarray(PUT_PU, dtype), jnp.asarray(PUT_WEIGHTS, dtype),
-                                    jnp.asarray(PUT_RHOS, dtype)))
+                                 jnp.asarray(PUT_PU, dtype), jnp.asarray(PUT_WEIGHTS, dtype),
+                                 jnp.asarray(PUT_RHOS, dtype)))
   return {"agents": jax.tree_util.tree_map(np.asarray, res), "ref": np.asarray(ref),
           "opt_level": level}
 
@@ -221,7 +221,7 @@ def correspondence(levels=FIG_C_LEVELS, xi_norm: float = FIG_C_XI):
   levels = np.asarray(levels, dtype=np.float64)
   positive = levels > 0
   w = np.asarray(call(program, env.make_params(delta=DELTA, p=P, xi_norm=xi_norm),
-                         jnp.asarray(np.where(positive, levels, 1.0), jnp.result_type(float))))
+                          jnp.asarray(np.where(positive, levels, 1.0), jnp.result_type(float))))
   return [float(x) if ok else float("nan") for x, ok in zip(w, positive)]
 
 
