@@ -31,6 +31,8 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from drjax import _pystack  # noqa: E402
+
 ENVS = ("linear-mdp",)
 
 
@@ -877,7 +879,7 @@ def console_main() -> None:
 
   tune_gc()
   try:
-    code = main()
+    code = _pystack.reserved(main)  # JAX's tracing without CPython's stack-chunk thrash
   except SystemExit as e:
     code = e.code
   if os.environ.get("DRJAX_SLOW_EXIT") or _observed():
