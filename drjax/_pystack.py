@@ -13,11 +13,11 @@ releases before, 3.10's excepted (its frames are heap objects), still thrash.
 ``reserved(fn, *args, **kwargs)`` calls ``fn`` from a frame that asks for half of a 512 KiB chunk.
 CPython gives that frame a chunk of its own, and every call ``fn`` makes (about 33,000 slots of
 locals and stack: hundreds of frames deep) fits in the other half, so no chunk is allocated or
-freed until ``fn`` returns. The frame is a copy of a two-line function with 31,800 extra (never
-assigned) local variables: ``types.CodeType.replace``, built once, in a few milliseconds. It costs
-one chunk per call (about 0.1 ms for its pages), so it wraps thread entry points and commands,
-never the hot path. Where CPython no longer thrashes it changes nothing but that one larger frame;
-where the code object cannot be rebuilt (not CPython) it is an ordinary call.
+freed until ``fn`` returns. The frame is a copy of a two-line function that declares a value stack
+of 31,800 more slots than it uses (``types.CodeType.replace``): CPython reserves them but never
+writes them, so a call costs one chunk mapping and a page or two (about 8 us on ``amd-epyc-2c``).
+Where CPython no longer thrashes it changes nothing but that one larger frame; where the code
+object cannot be rebuilt (not CPython) it is an ordinary call.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import types
 CHUNK_BYTES = 1 << 19  # the chunk the reserving frame gets (CPython: powers of two from 16 KiB)
 # CPython sizes a new chunk as the smallest power of two >= 8 bytes x (frame slots + 1000), so a
 # frame of just over half of CHUNK_BYTES / 8 - 1000 slots gets a CHUNK_BYTES chunk; the rest of
-# the chunk (the frame's own specials and stack are a few slots more) holds the calls below it.
-EXTRA_LOCALS = CHUNK_BYTES // 2 // 8 - 1000 + 32
+# the chunk (the frame's own locals and specials are a few slots more) holds the calls below it.
+EXTRA_STACK = CHUNK_BYTES // 2 // 8 - 1000 + 32
 
 
 def _call(fn, args, kwargs):
@@ -39,9 +39,8 @@ def _call(fn, args, kwargs):
 @functools.lru_cache(maxsize=None)
 def _reserving_call():
   code = _call.__code__
-  names = code.co_varnames + tuple(f"_reserved{i}" for i in range(EXTRA_LOCALS))
   try:
-    code = code.replace(co_varnames=names, co_nlocals=len(names))
+    code = code.replace(co_stacksize=code.co_stacksize + EXTRA_STACK)
   except (AttributeError, TypeError, ValueError):  # not CPython's code objects
     return _call
   return types.FunctionType(code, _call.__globals__, "reserved_stack_call")
