@@ -31,7 +31,7 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from drjax import _pystack  # noqa: E402
+from drjax import _io, _pystack  # noqa: E402
 
 ENVS = ("linear-mdp",)
 
@@ -896,12 +896,7 @@ def console_main() -> None:
     # After Ctrl-C (130) the exit handlers are skipped too: JAX's would wait for the
     # compilations still running in the threads of `drjax reproduce` (it hung there).
     atexit._run_exitfuncs()  # pylint: disable=protected-access
-  for stream in (sys.stdout, sys.stderr):
-    try:
-      stream.flush()
-    except (OSError, ValueError):  # closed or broken pipe: nothing more can be written
-      pass
-  os._exit(code & 0xFF)  # pylint: disable=protected-access
+  _io.quick_exit(code & 0xFF)
 
 
 if __name__ == "__main__":

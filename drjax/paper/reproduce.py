@@ -361,19 +361,12 @@ def _quiet_worker():
 
   threading.Thread(target=orphaned, daemon=True).start()
   import atexit  # pylint: disable=g-import-not-at-top
-
-  def quick_exit():  # registered last, so run first: after the pool's own exit work is done
-    for stream in (sys.stdout, sys.stderr):
-      try:
-        stream.flush()
-      except (OSError, ValueError):
-        pass
-    os._exit(0)  # pylint: disable=protected-access
+  from drjax import _io  # pylint: disable=g-import-not-at-top
 
   # Every figure is written and closed before the worker is told to exit; what would follow is
   # the interpreter's teardown of matplotlib and NumPy (0.3-0.4 s), which the main process waits
-  # for in shutdown().
-  atexit.register(quick_exit)
+  # for in shutdown(). Registered last, so run first: after the pool's own exit work is done.
+  atexit.register(_io.quick_exit, 0)
   from drjax.paper import layout  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   from matplotlib.backends import backend_agg, backend_pdf  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
 
@@ -433,10 +426,10 @@ class _Figures:
   def close(self, finished: bool = False):
     """Shuts the worker down: queued figures are cancelled, the one being written finishes.
 
-    ``finished``: every figure was written (no exception). The pool's semaphores are then left to
-    ``multiprocessing``'s exit handler, which ``drjax``'s quick exit runs; otherwise (Ctrl-C: the
-    command exits without exit handlers) a full garbage collection releases them now (0.3 s with
-    JAX's objects alive).
+    ``finished``: every figure was written (no exception). The pool's semaphores are then released
+    when its queues are freed, at the latest by ``multiprocessing``'s exit handler (which the
+    ``drjax`` command runs before its quick exit); otherwise (Ctrl-C: the command exits without
+    exit handlers) a full garbage collection releases them now (0.3 s with JAX's objects alive).
     """
     if self._pool is not None:
       import gc  # pylint: disable=g-import-not-at-top
