@@ -18,6 +18,9 @@ _xla.configure()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+from _pytest.runner import runtestprotocol  # noqa: E402
+
+from drjax import _pystack  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -79,8 +82,6 @@ def _restore_x64():
 def pytest_runtest_protocol(item, nextitem):
   if os.environ.get("DRJAX_TEST_NO_STACK_RESERVE"):
     return None
-  from _pytest.runner import runtestprotocol  # pylint: disable=g-import-not-at-top
-  from drjax import _pystack  # pylint: disable=g-import-not-at-top
   item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
   _pystack.reserved(runtestprotocol, item, nextitem=nextitem)
   item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)

@@ -164,8 +164,9 @@ def test_paper_programs_trace_under_the_trace_lock_and_compile_once():
 
 def test_a_finished_run_ends_its_worker_quickly_and_cleanly(tmp_path):
   """A run that completes: exit 0, every figure written, no warning from multiprocessing's
-  resource tracker (the pool's semaphores are released by the exit handlers, not by a garbage
-  collection; the worker exits without the interpreter's teardown, which shutdown waited for)."""
+  resource tracker (the pool's semaphores are released without the full garbage collection of
+  the interrupted path; the worker exits without the interpreter's teardown, which shutdown
+  waited for)."""
   import os  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top

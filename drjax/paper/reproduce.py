@@ -12,7 +12,7 @@ import time
 
 import jax
 
-from drjax import _pystack
+from drjax import _io, _pystack
 from drjax.paper import outputs, programs as paper
 
 
@@ -361,7 +361,6 @@ def _quiet_worker():
 
   threading.Thread(target=orphaned, daemon=True).start()
   import atexit  # pylint: disable=g-import-not-at-top
-  from drjax import _io  # pylint: disable=g-import-not-at-top
 
   # Every figure is written and closed before the worker is told to exit; what would follow is
   # the interpreter's teardown of matplotlib and NumPy (0.3-0.4 s), which the main process waits
