@@ -31,7 +31,7 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from drjax import _io, _pystack  # noqa: E402
+from drjax import _io  # noqa: E402
 
 ENVS = ("linear-mdp",)
 
@@ -882,7 +882,7 @@ def console_main() -> None:
 
   tune_gc()
   try:
-    code = _pystack.reserved(main)  # JAX's tracing without CPython's stack-chunk thrash
+    code = main()
   except SystemExit as e:
     code = e.code
   if os.environ.get("DRJAX_SLOW_EXIT") or _observed():

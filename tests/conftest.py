@@ -18,9 +18,6 @@ _xla.configure()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
-from _pytest.runner import runtestprotocol  # noqa: E402
-
-from drjax import _pystack  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -74,15 +71,3 @@ def _restore_x64():
   yield
   jax.config.update("jax_enable_x64", True)
 
-
-# Every test (setup, call, teardown) runs through drjax._pystack.reserved, as the `drjax` command
-# does: without it, CPython 3.11/3.12 maps and unmaps a 16 KiB stack chunk each time JAX's deep
-# tracing crosses a chunk boundary (python/cpython#142183; see drjax/_pystack.py).
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-  if os.environ.get("DRJAX_TEST_NO_STACK_RESERVE"):
-    return None
-  item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-  _pystack.reserved(runtestprotocol, item, nextitem=nextitem)
-  item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-  return True

@@ -12,7 +12,7 @@ import time
 
 import jax
 
-from drjax import _io, _pystack
+from drjax import _io
 from drjax.paper import outputs, programs as paper
 
 
@@ -290,7 +290,7 @@ class _Job:
     t0 = time.perf_counter()
     with _slots():  # at most max_jobs() families trace, compile and run at once
       try:
-        self._out = _pystack.reserved(fn)  # tracing without CPython's stack-chunk thrash
+        self._out = fn()
       except BaseException as e:  # pylint: disable=broad-except  (re-raised in result())
         self._err = e
     self.phases["total"] = time.perf_counter() - t0
@@ -340,7 +340,7 @@ def _noop():
 def _draw(out, name, panels, plot):
   """Worker-side ``outputs.write_figure``; returns the wall-clock time it finished."""
   with _DRAWING:
-    _pystack.reserved(outputs.write_figure, out, name, panels, plot=plot)  # matplotlib: deep
+    outputs.write_figure(out, name, panels, plot=plot)
   return time.time()
 
 
