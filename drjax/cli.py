@@ -31,7 +31,6 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from drjax import _io  # noqa: E402
 
 ENVS = ("linear-mdp",)
 
@@ -834,69 +833,9 @@ def main(argv=None) -> int:
   return args.func(args.parser, args)
 
 
-def _observed() -> bool:
-  """A profiler, tracer, debugger or coverage tool is attached (``sys.setprofile``/``settrace``,
-  or a ``sys.monitoring`` tool: Python 3.12's cProfile uses one)."""
-  if sys.getprofile() is not None or sys.gettrace() is not None:
-    return True
-  monitoring = getattr(sys, "monitoring", None)
-  return monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6))
-
-
-# Python's cyclic garbage collector at its default thresholds (700, 10, 10) runs full collections
-# over the many live objects of JAX while programs are traced and lowered: 15-35 % of the tracing
-# and lowering time of the paper's programs on amd-epyc-2c (Python 3.11, jax 0.10.2; the R2PVI
-# program: trace 0.84 -> 0.74 s, lower 0.40 -> 0.28 s; gc.disable() gained no more). Collections
-# still run, less often; the peak memory of `drjax reproduce all` was unchanged (1.08-1.14 GB).
-# The middle threshold was 50: `reproduce all` then ran one collection of the older generation,
-# 0.30 s with the GIL held (gc.callbacks); at 200 it runs none (59 young ones, 0.17-0.18 s in all),
-# peak memory unchanged (1.23-1.28 GB).
-GC_THRESHOLDS = (10_000, 200, 100)
-
-
-def tune_gc() -> bool:
-  """Sets ``GC_THRESHOLDS`` (the ``drjax`` command does, first) unless ``DRJAX_DEFAULT_GC`` is set;
-  True if it did. Library code leaves the collector alone: a script can call this, or
-  ``gc.set_threshold(*drjax.cli.GC_THRESHOLDS)``, itself."""
-  import gc  # pylint: disable=g-import-not-at-top
-  import os  # pylint: disable=g-import-not-at-top
-  if os.environ.get("DRJAX_DEFAULT_GC"):
-    return False
-  gc.set_threshold(*GC_THRESHOLDS)
-  return True
-
-
 def console_main() -> None:
-  """The ``drjax`` console script (and ``python -m drjax.cli``): ``main``, then a quick exit.
-
-  Once the command has returned (its files written and closed), the exit handlers run
-  (``atexit``: JAX's, logging's, ...), the output streams are flushed and the process ends with
-  ``os._exit``, skipping the interpreter's teardown of JAX, XLA, pandas and matplotlib: 0.4-0.5 s
-  of every command's wall clock on ``amd-epyc-2c`` (e.g. a 4.5 s sweep). Exceptions other than
-  ``SystemExit`` end the process as usual (traceback, full teardown), and so does every exit under
-  a profiler or tracer (``python -m cProfile``, coverage, debuggers write their results after
-  ``main``). ``DRJAX_SLOW_EXIT=1`` keeps the usual exit.
-  """
-  import atexit  # pylint: disable=g-import-not-at-top
-  import os  # pylint: disable=g-import-not-at-top
-
-  tune_gc()
-  try:
-    code = main()
-  except SystemExit as e:
-    code = e.code
-  if os.environ.get("DRJAX_SLOW_EXIT") or _observed():
-    sys.exit(code)
-  if code is None:
-    code = 0
-  elif not isinstance(code, int):  # sys.exit("message"): printed, status 1 (as Python does)
-    print(code, file=sys.stderr)
-    code = 1
-  if code != 130:
-    # After Ctrl-C (130) the exit handlers are skipped too: JAX's would wait for the
-    # compilations still running in the threads of `drjax reproduce` (it hung there).
-    atexit._run_exitfuncs()  # pylint: disable=protected-access
-  _io.quick_exit(code & 0xFF)
+  """The ``drjax`` console script (and ``python -m drjax.cli``): ``sys.exit(main())``."""
+  sys.exit(main())
 
 
 if __name__ == "__main__":
