@@ -5,15 +5,12 @@ A file is written to a temporary file in its own directory (named ``.tmp-*``), f
 ``mkstemp``'s ``0o600``) and renamed onto its name with ``os.replace``: a reader, or a run
 killed at any point, sees the previous file or the complete new one, never a half-written one.
 On any error the temporary file is deleted and the error raised.
-
-``quick_exit`` ends a process whose files are all written without the interpreter's teardown.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import tempfile
 
 
@@ -79,14 +76,3 @@ def atomic_path(path: str):
     if os.path.exists(tmp):
       os.unlink(tmp)
 
-
-def quick_exit(code: int) -> None:
-  """Flushes stdout and stderr (a closed or broken stream is skipped), then ``os._exit(code)``:
-  no interpreter teardown. For a process whose files are all written and closed (the ``drjax``
-  command after its exit handlers, ``drjax reproduce``'s figure worker)."""
-  for stream in (sys.stdout, sys.stderr):
-    try:
-      stream.flush()
-    except (OSError, ValueError):  # closed or broken pipe: nothing more can be written
-      pass
-  os._exit(code)  # pylint: disable=protected-access

@@ -266,8 +266,7 @@ def _cmd_reproduce(parser, args) -> int:
   try:
     rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
                   preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
-                  quiet=args.quiet, evaluation=args.evaluation, opt_level=_opt_level(args),
-                  figure_process=True)
+                  quiet=args.quiet, evaluation=args.evaluation, opt_level=_opt_level(args))
   except KeyboardInterrupt:
     # Ctrl-C: one line and exit code 130. Every figure directory is written atomically, so each
     # one in --out is either the new complete one or the previous one.

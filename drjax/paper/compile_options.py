@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import jax
 import jax.numpy as jnp
 
@@ -41,21 +39,3 @@ def compiler_options(level: int | None) -> dict | None:
 
 def _stack(trees):
   return jax.tree_util.tree_map(lambda *x: jnp.stack(x), *trees)
-
-
-# `drjax reproduce` computes its families in threads (at most as many as there are cores).
-# Tracing and lowering hold the GIL, XLA's compilation does not: families that trace at the same
-# time take turns on one core, then compile together. With this lock one family traces while the
-# others compile or run, so both cores stay busy: `reproduce all` cold 16.5-16.7 -> 15.6-16.4 s in
-# three interleaved pairs on amd-epyc-2c (jax 0.10.2; with six families at once instead of two,
-# 16.0-18.3 s).
-TRACE_LOCK = threading.Lock()
-
-
-def call(program, *args, **kwargs):
-  """``program(*args, **kwargs)`` (a ``jax.jit`` function), traced and lowered under
-  ``TRACE_LOCK``: ``program.lower`` fills the caches that the call then uses (measured: the call
-  after it only compiles), so the call compiles and runs outside the lock."""
-  with TRACE_LOCK:
-    program.lower(*args, **kwargs)
-  return program(*args, **kwargs)

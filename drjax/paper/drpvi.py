@@ -28,7 +28,7 @@ from drjax import data as data_lib
 from drjax import evaluate, planning
 from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, action_vectors, target_params
-from drjax.paper.compile_options import _level_name, call, compiler_options, opt_level_for
+from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.programs import _curve, _exact  # the panels' mean / stderr convention
 
 AGENTS = ("pevi", "drpvi", "va-drpvi")  # registry names, in legend order
@@ -176,9 +176,9 @@ def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=X
   keys = jax.random.split(key, seeds)
   t0 = time.perf_counter()
   dtype = jnp.result_type(float)
-  res, ref = jax.device_get(call(program, params, keys, jnp.asarray(rho, dtype),
-                                 jnp.asarray(qs, dtype), jnp.asarray(preset.beta, dtype),
-                                 jnp.asarray(preset.lam, dtype)))
+  res, ref = jax.device_get(program(params, keys, jnp.asarray(rho, dtype),
+                                    jnp.asarray(qs, dtype), jnp.asarray(preset.beta, dtype),
+                                    jnp.asarray(preset.lam, dtype)))
   return {"agents": jax.tree_util.tree_map(np.asarray, res),
           "ref": jax.tree_util.tree_map(np.asarray, ref), "seconds": time.perf_counter() - t0,
           "opt_level": level,

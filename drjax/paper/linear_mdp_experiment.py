@@ -14,7 +14,7 @@ import numpy as np
 from drjax import evaluate, planning
 from drjax.agents.base import HParams, make_hparams, rho_array
 from drjax.envs.linear_mdp import LinearMDP, target_params
-from drjax.paper.compile_options import _level_name, _stack, call, compiler_options, opt_level_for
+from drjax.paper.compile_options import _level_name, _stack, compiler_options, opt_level_for
 from drjax.paper.critical_point import paper_q_star as paper_critical_q  # eq. (critical point)
 from drjax.paper.panels import _curve, _exact, _fit_slope
 from drjax.paper.presets import DR, LS, NOMINAL_AGENT, ROBUST_AGENT, Preset, agents_for
@@ -165,8 +165,8 @@ def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,
   keys = jax.random.split(key, seeds)
   fine = np.linspace(0.0, 1.0, fine_q)  # q grid for the exact critical point
   t0 = time.perf_counter()
-  out = jax.device_get(call(program, params, keys, hp_dr, hp_ls, jnp.asarray(qs),
-                            jnp.asarray(fine)))
+  out = jax.device_get(program(params, keys, hp_dr, hp_ls, jnp.asarray(qs),
+                               jnp.asarray(fine)))
   elapsed = time.perf_counter() - t0
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = elapsed

@@ -12,7 +12,7 @@ import numpy as np
 from drjax import evaluate
 from drjax.agents.base import make_hparams
 from drjax.envs.put_option import PutOption, fixed_initial_price
-from drjax.paper.compile_options import _level_name, call, compiler_options, opt_level_for
+from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.panels import _curve, _exact
 from drjax.paper.presets import DR, LS, NOMINAL_AGENT, ROBUST_AGENT, Preset, agents_for
 from drjax.train import make_train
@@ -134,9 +134,9 @@ def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episo
   hp_ls = make_hparams(H, d, rho=0.0, beta=preset.beta, lam=preset.lam)
   ref_rhos = jnp.asarray((0.0,) + tuple(rhos), hp_ls.lam.dtype)
   t0 = time.perf_counter()
-  out = jax.device_get(call(program, params, jax.random.split(k_train, seeds),
-                            jax.random.split(k_eval, seeds), hp_dr, hp_ls,
-                            jnp.asarray(p_us, hp_ls.lam.dtype), ref_rhos))
+  out = jax.device_get(program(params, jax.random.split(k_train, seeds),
+                               jax.random.split(k_eval, seeds), hp_dr, hp_ls,
+                               jnp.asarray(p_us, hp_ls.lam.dtype), ref_rhos))
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = time.perf_counter() - t0
   res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us), evaluation=evaluation,

@@ -39,7 +39,7 @@ from drjax import evaluate, planning
 from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption
-from drjax.paper.compile_options import _level_name, call, compiler_options, opt_level_for
+from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.programs import _exact
 
 FIG_A_AGENTS = ("pevi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2")  # registry names
@@ -192,9 +192,9 @@ def run_put(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
   env, program = _put_program(trajectories, level)
   params = env.make_params()
   dtype = jnp.result_type(float)
-  res, ref = jax.device_get(call(program, jax.random.split(key, seeds), params,
-                                 jnp.asarray(PUT_PU, dtype), jnp.asarray(PUT_WEIGHTS, dtype),
-                                 jnp.asarray(PUT_RHOS, dtype)))
+  res, ref = jax.device_get(program(jax.random.split(key, seeds), params,
+                                    jnp.asarray(PUT_PU, dtype), jnp.asarray(PUT_WEIGHTS, dtype),
+                                    jnp.asarray(PUT_RHOS, dtype)))
   return {"agents": jax.tree_util.tree_map(np.asarray, res), "ref": np.asarray(ref),
           "opt_level": level}
 
@@ -220,8 +220,8 @@ def correspondence(levels=FIG_C_LEVELS, xi_norm: float = FIG_C_XI):
   env, program = _correspondence_program()
   levels = np.asarray(levels, dtype=np.float64)
   positive = levels > 0
-  w = np.asarray(call(program, env.make_params(delta=DELTA, p=P, xi_norm=xi_norm),
-                          jnp.asarray(np.where(positive, levels, 1.0), jnp.result_type(float))))
+  w = np.asarray(program(env.make_params(delta=DELTA, p=P, xi_norm=xi_norm),
+                         jnp.asarray(np.where(positive, levels, 1.0), jnp.result_type(float))))
   return [float(x) if ok else float("nan") for x, ok in zip(w, positive)]
 
 
@@ -238,9 +238,9 @@ def put_key(key):
 def run(*, seeds: int, trajectories: int, key, opt_level="auto", put=None) -> dict:
   """Figure 1(a)-(d).
 
-  ``put``: Figure 1(d)'s ``run_put`` result when computed elsewhere (``drjax reproduce`` runs it
-  in a thread of its own, with ``put_seeds_for(seeds)`` and ``put_key(key)``); ``None`` computes
-  it here, ``False`` leaves it to the caller. ``opt_level``: XLA backend optimization level
+  ``put``: Figure 1(d)'s ``run_put`` result when computed elsewhere (with
+  ``put_seeds_for(seeds)`` and ``put_key(key)``); ``None`` computes it here, ``False`` leaves it
+  to the caller. ``opt_level``: XLA backend optimization level
   (``"auto"``, 0-3; ``compile_options.opt_level_for``; at the paper's size "auto" compiles the
   linear-MDP program at -O0, 1.1 s instead of 4.3 s, and the put-option program at -O1).
   """
@@ -254,8 +254,8 @@ def run(*, seeds: int, trajectories: int, key, opt_level="auto", put=None) -> di
   levels = np.asarray(FIG_C_LEVELS)
   c_levels = np.where(levels > 0, levels, np.nan)  # weight 0 is undefined (DRPVI too: NaN)
   t0 = time.perf_counter()
-  res, ref = jax.device_get(call(
-      program, jax.random.split(key, seeds), pa, pb, jnp.asarray(QS, dtype),
+  res, ref = jax.device_get(program(
+      jax.random.split(key, seeds), pa, pb, jnp.asarray(QS, dtype),
       jnp.asarray(FIG_B_WEIGHTS, dtype), jnp.asarray(levels, dtype),
       jnp.asarray(np.where(levels > 0, levels, 1.0), dtype)))
   res = jax.tree_util.tree_map(np.asarray, res)

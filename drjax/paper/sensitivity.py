@@ -30,7 +30,6 @@ import optax
 from drjax import planning, sensitivity as sens
 from drjax.envs import linear_mdp
 from drjax.envs.linear_mdp import LinearMDP, LinearMDPParams
-from drjax.paper.compile_options import call
 
 XI_NORMS = (0.1, 0.2, 0.3)
 DELTA, P = 0.3, 0.001
@@ -134,9 +133,9 @@ def _run(xi_norms, *, delta, p, num_rho, map_rho, search_rho, steps, restarts, s
     if not (math.isfinite(v) and 0 <= v <= 1):
       raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
   t0 = time.perf_counter()
-  out = call(_program, _f(list(xi_norms)), _f(delta), _f(p), _f(map_rho),
-             jax.random.PRNGKey(seed), search_rho=float(search_rho), num_rho=num_rho, steps=steps,
-             restarts=restarts)
+  out = _program(_f(list(xi_norms)), _f(delta), _f(p), _f(map_rho),
+                 jax.random.PRNGKey(seed), search_rho=float(search_rho), num_rho=num_rho,
+                 steps=steps, restarts=restarts)
   out = jax.tree_util.tree_map(np.asarray, jax.block_until_ready(out))
   seconds = time.perf_counter() - t0
   acts = np.asarray(linear_mdp.action_vectors()).astype(int)
