@@ -772,7 +772,7 @@ class Family(NamedTuple):
 
   Attributes:
     sample: ``key -> z`` a random feasible parameter (a restart's starting point); ``key`` is a
-      legacy ``uint32[2]`` PRNG key (usable with ``jax.random``).
+      ``jax.random`` key split from the one given to ``worst_case_search``.
     project: ``z -> z`` the nearest feasible parameter (identity if the family is unconstrained).
     kernel: ``z -> [H, S, A, S]`` the target kernel (rows must be distributions).
     name: a label.
@@ -784,53 +784,13 @@ class Family(NamedTuple):
   name: str = "family"
 
 
-def _key_words(key) -> Array:
-  """``uint32[2]`` words of a PRNG key (typed or legacy ``PRNGKey``)."""
-  if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    key = jax.random.key_data(key)
-  return jnp.asarray(key, jnp.uint32).reshape(-1)[:2]
-
-
-def _fmix(h: Array) -> Array:
-  """MurmurHash3's 32-bit finaliser (a bijective avalanche mix)."""
-  h = h ^ (h >> 16)
-  h = h * jnp.uint32(0x85EBCA6B)
-  h = h ^ (h >> 13)
-  h = h * jnp.uint32(0xC2B2AE35)
-  return h ^ (h >> 16)
-
-
-def _hash_uniform(key, shape, dtype) -> Array:
-  """Uniform ``[0, 1)`` numbers derived from ``key`` by a counter-based integer hash.
-
-  Used only to place the restarts of ``worst_case_search``: ``jax.random``'s threefry sampler
-  costs about 5 s of XLA compilation on a small CPU, more than the whole search.
-  """
-  k = _key_words(key)
-  n = int(np.prod(shape)) if shape else 1
-  i = jnp.arange(n, dtype=jnp.uint32)
-  hi = _fmix(_fmix(i * jnp.uint32(0x9E3779B9) + k[0]) ^ k[1])
-  lo = _fmix(hi ^ jnp.uint32(0x5BD1E995) ^ k[0])
-  u = (hi >> 8).astype(dtype) * 2.0 ** -24 + (lo >> 8).astype(dtype) * 2.0 ** -48
-  return u.reshape(shape)
-
-
-def _restart_keys(key, restarts: int) -> Array:
-  """``[restarts, 2]`` uint32 key words, one per restart (legacy ``PRNGKey`` format)."""
-  k = _key_words(key)
-  r = jnp.arange(restarts, dtype=jnp.uint32)
-  return jnp.stack([_fmix(k[0] ^ _fmix(r + jnp.uint32(1))),
-                    _fmix(k[1] + r * jnp.uint32(0x27D4EB2F))], axis=-1)
-
-
 def _uniform_in_balls(key, centres: Array, radii: Array) -> Array:
   """Random points ``c + t (u - c)``, ``u ~ Dir(1)``, ``t ~ U[0, r]``: inside each TV ball."""
-  S = centres.shape[-1]
-  u = _hash_uniform(key, centres.shape[:-1] + (S + 1,), centres.dtype)
-  e = -jnp.log1p(-u[..., :S])  # Exp(1) draws; normalised they are Dir(1)
-  e = e / jnp.sum(e, axis=-1, keepdims=True)
-  t = radii * u[..., S]
-  return centres + t[..., None] * (e - centres)
+  k_dir, k_t = jax.random.split(key)
+  e = jax.random.exponential(k_dir, centres.shape, centres.dtype)  # normalised: Dir(1)
+  u = e / jnp.sum(e, axis=-1, keepdims=True)
+  t = radii * jax.random.uniform(k_t, centres.shape[:-1], centres.dtype)
+  return centres + t[..., None] * (u - centres)
 
 
 @exact_matmuls
@@ -898,7 +858,7 @@ def factor_q_family(model: LinearModel, factor: int, q_max) -> Family:
     mu = model.mu.at[:, factor].set(mu_f)
     return jnp.einsum("hsad,hdt->hsat", model.phi, mu)
 
-  return Family(sample=lambda key: qm * _hash_uniform(key, (H,), dtype),
+  return Family(sample=lambda key: qm * jax.random.uniform(key, (H,), dtype),
                 project=lambda q: jnp.clip(q, 0.0, qm), kernel=kernel,
                 name=f"factor {factor + 1} perturbed at every step")
 
@@ -948,7 +908,7 @@ def _search(model, policy, family, key, steps, restarts, optimizer):
     best_z = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), z, best_z)
     return jnp.minimum(v_last, best_v), best_z, hist
 
-  vals, zs, hist = jax.vmap(one)(_restart_keys(key, restarts))
+  vals, zs, hist = jax.vmap(one)(jax.random.split(key, restarts))
   i = jnp.argmin(vals)
   return SearchResult(value=vals[i], params=jax.tree_util.tree_map(lambda x: x[i], zs),
                       values=vals, history=hist)
@@ -1019,7 +979,7 @@ def worst_case_search(model: LinearModel, policy, family: Family, key, *, steps:
     raise TypeError(f"optimizer must be an optax GradientTransformation (init, update), got "
                     f"{type(optimizer).__name__}")
   jit = _checks.boolean("jit", jit)
-  z0 = family.project(family.sample(_restart_keys(key, 1)[0]))
+  z0 = family.project(family.sample(key))  # a feasible parameter: the family is checked
   _check_kernel("family", family.kernel(z0), (H, S, A, S))
   optimizer = default_optimizer() if optimizer is None else optimizer
   run = _search_jit if jit else _search

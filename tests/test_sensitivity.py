@@ -273,8 +273,10 @@ def test_projection_onto_tv_ball_in_simplex():
     assert x.min() >= 0 and abs(x.sum() - 1) < 1e-12
     assert 0.5 * np.abs(x - mu).sum() <= rho + 1e-12
     # Variational inequality of a projection, against many feasible points (inside the ball).
-    keys = jnp.asarray(np.stack([np.arange(500), np.full(500, trial)], -1), jnp.uint32)
+    keys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(1), trial), 500)
     feas = np.asarray(feasible(keys, jnp.asarray(mu), jnp.asarray(rho)))
+    assert np.all(0.5 * np.abs(feas - mu).sum(-1) <= rho + 1e-12)  # inside the ball
+    assert np.all(feas >= 0) and np.allclose(feas.sum(-1), 1)
     assert ((y - x) * (feas - x)).sum(-1).max() <= 1e-10
     ref = _lp_projection_check(y, mu, rho)
     assert np.sum((x - y) ** 2) <= np.sum((ref - y) ** 2) + 1e-9
