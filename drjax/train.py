@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from drjax import _checks
 from drjax._precision import exact_matmuls
@@ -269,43 +268,6 @@ def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params
   return jax.jit(exact_matmuls(run))
 
 
-# Fingerprints (exact values of every argument) of sweep calls whose validation passed, with their
-# compiled program and broadcast hyperparameters: a repeated call with the same values skips the
-# host-side checks.
-_VALIDATED: dict = {}
-_VALIDATED_MAX = 64
-_FP_MAX_BYTES = 1 << 16  # larger arguments are not fingerprinted (validated every call)
-
-
-def _leaf_fp(x):
-  if isinstance(x, jax.core.Tracer):
-    raise TypeError
-  if isinstance(x, (bool, int, float, str, type(None))):
-    return (type(x).__name__, x)
-  if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-    x = jax.random.key_data(x)
-  a = np.asarray(x)
-  if a.nbytes > _FP_MAX_BYTES or a.dtype == object:
-    raise TypeError
-  return (a.dtype.str, a.shape, a.tobytes())
-
-
-def _fingerprint(env, env_params, agent, key, num_seeds, num_episodes, hparams, record_q,
-                 params_per_seed, form, outputs):
-  """A hashable exact description of a sweep call, or None when it cannot be made cheaply
-  (traced or large arguments, unhashable objects): then the call is validated as usual."""
-  try:
-    leaves, treedef = jax.tree_util.tree_flatten((env_params, hparams))
-    fp = (env, agent, treedef, tuple(_leaf_fp(x) for x in leaves),
-          type(key).__name__, getattr(key, "dtype", None), getattr(key, "shape", None), _leaf_fp(num_seeds), _leaf_fp(num_episodes), _leaf_fp(record_q),
-          _leaf_fp(params_per_seed), form, tuple(outputs) if not isinstance(outputs, str) else
-          outputs, type(hparams).__name__)
-    hash(fp)
-    return fp
-  except TypeError:
-    return None
-
-
 def check_key(key, name: str = "key"):
   """A JAX PRNG key (raw ``uint32[2]`` or typed); raises ``TypeError`` naming ``name``
   (``drjax._checks.key``)."""
@@ -357,14 +319,6 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   Returns:
     ``TrainOutput`` whose arrays have leading axes ``batch_shape + (num_seeds,)``.
   """
-  fingerprint = _fingerprint(env, env_params, agent, key, num_seeds, num_episodes, hparams,
-                             record_q, params_per_seed, form, outputs)
-  if fingerprint is not None and fingerprint in _VALIDATED:
-    # Everything below was checked for these exact values before (the key's value is not part of
-    # the fingerprint: it is checked here); only the compiled call remains.
-    check_key(key)
-    fn, flat = _VALIDATED[fingerprint]
-    return fn(key, flat, env_params)
   _checks.environment("env", env)
   _check_kind(agent, "online", "sweep")
   num_seeds = base.check_int("num_seeds", num_seeds)
@@ -402,10 +356,6 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   flat, batch = broadcast_hparams(hparams, H, d)
   fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs,
                        num_seeds, batch)
-  if fingerprint is not None:
-    _VALIDATED[fingerprint] = (fn, flat)
-  while len(_VALIDATED) > _VALIDATED_MAX:
-    _VALIDATED.pop(next(iter(_VALIDATED)))
   return fn(key, flat, env_params)
 
 
