@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -12,11 +13,47 @@ from drjax.paper import outputs
 
 PANEL = {"x": [0, 1], "x_label": "q", "curves": {"LSVI-UCB": {"mean": [1, 2], "stderr": [0, 0]}}}
 
+# Stages of ``outputs.write_figure`` at which the writer is killed, in order: ``writing`` (files
+# written, the new directory not yet marked complete), ``written`` (new directory complete),
+# ``moved-old`` (previous directory moved aside, ``DIR/<name>`` missing), ``moved-new`` (new
+# directory in place, previous one not yet deleted).
+STAGES = ("writing", "written", "moved-old", "moved-new")
+
+# ``write_figure`` in a process that SIGKILLs itself at a stage: the kill is injected from outside
+# the library, by wrapping ``open`` (the completion marker) and ``os.rename`` (the two moves).
 WRITER = """
-import json, sys
+import builtins, json, os, signal, sys
 from drjax.paper import outputs
-outputs.write_figure(sys.argv[1], "figX", json.loads(sys.argv[2]))
+
+out, name, panels, stage = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+real_open, real_rename, renames = builtins.open, os.rename, []
+
+def kill():
+  os.kill(os.getpid(), signal.SIGKILL)
+
+def open_(file, *args, **kwargs):
+  if stage == "writing" and os.path.basename(str(file)) == ".complete":
+    kill()
+  return real_open(file, *args, **kwargs)
+
+def rename(src, dst):
+  if stage == "written" and not renames:
+    kill()
+  real_rename(src, dst)
+  renames.append(dst)
+  if (stage, len(renames)) in (("moved-old", 1), ("moved-new", 2)):
+    kill()
+
+builtins.open, os.rename = open_, rename
+outputs.write_figure(out, name, panels)
 """
+
+
+def _killed_write(out, name, panels, stage):
+  r = subprocess.run([sys.executable, "-c", WRITER, out, name, json.dumps(panels), stage],
+                     capture_output=True, text=True, timeout=120)
+  assert r.returncode == -signal.SIGKILL, r.stderr  # killed at the stage
+  return r
 
 
 def _tag(out):
@@ -24,18 +61,28 @@ def _tag(out):
   return sorted(f for f in os.listdir(d) if f.endswith(".json"))
 
 
-@pytest.mark.parametrize("stage", outputs.STAGES)
+def _hidden(out, kind):
+  """The temporary directories ``.figX.<kind>.*`` left in ``out``."""
+  return [e for e in os.listdir(out) if e.startswith(f".figX.{kind}.")]
+
+
+@pytest.mark.parametrize("stage", STAGES)
 def test_killed_swap_is_completed_or_undone_by_the_next_run(stage, tmp_path):
   out = str(tmp_path)
   outputs.write_figure(out, "figX", {"old": PANEL})
-  env = dict(os.environ, DRJAX_TEST_KILL_AT=stage)
-  r = subprocess.run([sys.executable, "-c", WRITER, out, json.dumps({"new": PANEL})], env=env,
-                     capture_output=True, text=True, timeout=120)
-  assert r.returncode == 99, r.stderr  # killed at the stage
-  hidden = [e for e in os.listdir(out) if e.startswith(".")]
-  assert hidden  # the kill left temporary directories behind
-  if stage == "moved-old":
+  _killed_write(out, "figX", {"new": PANEL}, stage)
+  # The kill left the state the stage names.
+  new, old = _hidden(out, "new"), _hidden(out, "old")
+  complete = [os.path.exists(os.path.join(out, d, ".complete")) for d in new]
+  if stage == "writing":
+    assert complete == [False] and not old and _tag(out) == ["old.json"]
+  elif stage == "written":
+    assert complete == [True] and not old and _tag(out) == ["old.json"]
+  elif stage == "moved-old":
+    assert complete == [True] and len(old) == 1
     assert not os.path.exists(os.path.join(out, "figX"))  # the window the issue describes
+  else:
+    assert not new and len(old) == 1 and _tag(out) == ["new.json"]
   outputs.recover(out, "figX")  # what the next run does first
   # The swap is completed once the new directory is complete, undone before.
   want = ["old.json"] if stage in ("writing", "written") else ["new.json"]
@@ -47,10 +94,7 @@ def test_killed_swap_is_completed_or_undone_by_the_next_run(stage, tmp_path):
 def test_reproduce_recovers_before_writing_results_md(tmp_path):
   out = str(tmp_path)
   outputs.write_figure(out, "fig1", {"a": PANEL})
-  env = dict(os.environ, DRJAX_TEST_KILL_AT="moved-old")
-  r = subprocess.run([sys.executable, "-c", WRITER.replace("figX", "fig1"), out,
-                      json.dumps({"b": PANEL})], env=env, capture_output=True, timeout=120)
-  assert r.returncode == 99
+  _killed_write(out, "fig1", {"b": PANEL}, "moved-old")
   assert not os.path.exists(os.path.join(out, "fig1"))
   from drjax.paper import reproduce as rep
   rep._recover_all(out, quiet=True)

@@ -420,17 +420,7 @@ def _plot(name: str, panels: dict, path_base: str) -> None:
   save_figure(figure(name, panels), path_base)
 
 
-# Kill hook for the crash-recovery tests only: ``DRJAX_TEST_KILL_AT=<stage>`` ends the process
-# (``os._exit``) when ``write_figure`` reaches that stage. Stages, in order: ``writing`` (files
-# written, not yet marked complete), ``written`` (new directory complete), ``moved-old`` (previous directory moved aside, ``DIR/<name>`` missing),
-# ``moved-new`` (new directory in place, previous one not yet deleted).
-STAGES = ("writing", "written", "moved-old", "moved-new")
-_COMPLETE = ".complete"
-
-
-def _stage(name: str) -> None:
-  if os.environ.get("DRJAX_TEST_KILL_AT") == name:
-    os._exit(99)
+_COMPLETE = ".complete"  # marks a new figure directory whose files are all written
 
 
 def _pid_alive(pid: int) -> bool:
@@ -516,17 +506,13 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
       _plot(name, panels, os.path.join(tmp, name))
     else:
       plot(panels, os.path.join(tmp, name))
-    _stage("writing")
     open(os.path.join(tmp, _COMPLETE), "w").close()
-    _stage("written")
     if os.path.exists(final):
       old = tempfile.mkdtemp(prefix=f".{name}.old.{pid}.", dir=out_dir)
       os.rmdir(old)
       os.rename(final, old)
-      _stage("moved-old")
     os.rename(tmp, final)
     tmp = None
-    _stage("moved-new")
     os.remove(os.path.join(final, _COMPLETE))
     if old:
       shutil.rmtree(old, ignore_errors=True)
