@@ -28,6 +28,7 @@ import sweep_cli  # tests/sweep_cli.py
 
 K, SMALL, SMALL_FLAGS = sweep_cli.K, sweep_cli.SMALL, sweep_cli.SMALL_FLAGS
 FILES = ("results.parquet", "results.csv", "summary.csv")  # results.csv: with --csv
+FAULT_CLI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fault_cli.py")
 DR = drjax.dr_lsvi_ucb(3, 4, 16, K)
 
 
@@ -59,9 +60,12 @@ def _env(cache, **extra):
   return env
 
 
-def _cli_subprocess(args, cache, timeout=240, **env):
-  return subprocess.run([sys.executable, "-m", "drjax.cli", "sweep", *args], capture_output=True,
-                        text=True, env=_env(cache, **env), timeout=timeout)
+def _cli_subprocess(args, cache, timeout=240, fault=(), **env):
+  """``drjax sweep ARGS`` in a new process; ``fault``: options of tests/fault_cli.py."""
+  cmd = ([sys.executable, FAULT_CLI, *fault, "--"] if fault else
+         [sys.executable, "-m", "drjax.cli"])
+  return subprocess.run(cmd + ["sweep", *args], capture_output=True, text=True,
+                        env=_env(cache, **env), timeout=timeout)
 
 
 _cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)
@@ -230,10 +234,11 @@ def test_parts_merge_and_from_equal_one_run(tmp_path):
 
 
 def test_killed_sweep_resumes_to_identical_files(tmp_path, cache_dir):
-  """SIGKILL after 2 of 4 chunks (DRJAX_SWEEP_KILL_AFTER, a fault-injection hook), rerun."""
+  """SIGKILL after 2 of 4 chunks (injected by tests/fault_cli.py), rerun."""
   killed, clean = tmp_path / "killed", tmp_path / "clean"
   args = SMALL_FLAGS + ["--chunk", "3"]
-  res = _cli_subprocess(args + ["--out", str(killed)], cache_dir, DRJAX_SWEEP_KILL_AFTER="2")
+  res = _cli_subprocess(args + ["--out", str(killed)], cache_dir,
+                        fault=("--kill-after-chunks", "2"))
   assert res.returncode == -9, (res.returncode, res.stderr)
   chunks = sorted(p.name for p in (killed / "chunks").iterdir())
   assert chunks == ["chunk-000000.npz", "chunk-000001.npz"], chunks

@@ -1,8 +1,8 @@
 """drjax.sweeps and `drjax sweep`: interrupts, reruns, damaged chunks, error types (issue 18, item 6).
 
 Tiny sizes (K = 6, 5 seeds x 2 rho); everything in float64 (tests/conftest.py; CLI calls pass
-``--x64``). ``DRJAX_SWEEP_TEST_DELAY_S`` (a testing aid of ``drjax.sweeps``) makes each chunk
-last long enough to send a SIGINT while chunks remain.
+``--x64``). Each chunk's results are fetched late (tests/fault_cli.py in a new process, a
+monkeypatch in this one), so that a SIGINT arrives while chunks remain.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sweep_cli  # tests/sweep_cli.py
 
 K, SMALL, SMALL_FLAGS = sweep_cli.K, sweep_cli.SMALL, sweep_cli.SMALL_FLAGS
 FILES = ("results.parquet", "summary.csv")
+FAULT_CLI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fault_cli.py")
 
 
 def _cfg(**kw):
@@ -59,8 +60,7 @@ _cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)
 
 
 def _env(**extra):
-  env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "DRJAX_NO_CACHE",
-                                                          "DRJAX_SWEEP_TEST_DELAY_S")}
+  env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "DRJAX_NO_CACHE")}
   env.update(DRJAX_NO_CACHE="1", XLA_FLAGS=" ".join(_xla.flags_for_this_jaxlib()), **extra)
   return env
 
@@ -80,10 +80,9 @@ def clean(tmp_path_factory):
 
 def test_sigint_mid_sweep_exits_130_with_one_line_and_rerun_completes(tmp_path, clean):
   out = tmp_path / "out"
-  proc = subprocess.Popen([sys.executable, "-m", "drjax.cli", "sweep", *SMALL_FLAGS, "--chunk",
-                           "1", "--out", str(out)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True,
-                          env=_env(DRJAX_SWEEP_TEST_DELAY_S="0.5"))
+  proc = subprocess.Popen([sys.executable, FAULT_CLI, "--chunk-delay", "0.5", "--", "sweep",
+                           *SMALL_FLAGS, "--chunk", "1", "--out", str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
   first = out / "chunks" / "chunk-000000.npz"
   deadline = time.monotonic() + 240
   while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -120,7 +119,8 @@ def test_sigint_mid_sweep_exits_130_with_one_line_and_rerun_completes(tmp_path, 
 def test_api_interrupt_raises_sweep_interrupted(tmp_path, monkeypatch):
   """KeyboardInterrupt inside run(): SweepInterrupted (a KeyboardInterrupt) with the count."""
   out = tmp_path / "out"
-  monkeypatch.setenv("DRJAX_SWEEP_TEST_DELAY_S", "0.5")
+  get = sweeps.running._get  # pylint: disable=protected-access
+  monkeypatch.setattr(sweeps.running, "_get", lambda tree: time.sleep(0.5) or get(tree))
   main = threading.main_thread().ident
 
   def interrupt():

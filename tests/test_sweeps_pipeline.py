@@ -1,18 +1,20 @@
 """drjax.sweeps: host work off the critical path, streamed tables (issue 18, item 2).
 
 Chunk ``j`` is written (its file, its rows into the Parquet row groups, the CSV, returns.npy, the
-summary's sums) by a host thread while chunk ``j + 1`` computes. ``DRJAX_SWEEP_NO_OVERLAP=1``
-does each chunk's host work before the next is dispatched: the files must be the same bytes
-either way, for every chunk size and device count. K = 6, 5 seeds x 2 rho; float64 (conftest).
+summary's sums) by a host thread while chunk ``j + 1`` computes. With that thread replaced by
+``_Serial`` (each chunk's host work done at once, in the main thread) the files must be the same
+bytes, for every chunk size and device count. K = 6, 5 seeds x 2 rho; float64 (conftest).
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pandas as pd
@@ -43,14 +45,24 @@ def _bytes(d, files=FILES):
 _cli = sweep_cli.run  # drjax sweep ARGS in this process: (exit code, stderr)
 
 
+class _Serial:
+  """``drjax.sweeps.running._Pipeline`` without its thread: each chunk's host work at once."""
+
+  def __init__(self):
+    self.aborted, self.busy_s, self.wait_s = threading.Event(), 0.0, 0.0
+
+  def put(self, fn, *args):
+    fn(*args)
+
+  def close(self):
+    pass
+
+
 def _run(out, overlap, **kw):
-  os.environ.pop("DRJAX_SWEEP_NO_OVERLAP", None)
-  if not overlap:
-    os.environ["DRJAX_SWEEP_NO_OVERLAP"] = "1"
-  try:
+  with pytest.MonkeyPatch.context() as mp:
+    if not overlap:
+      mp.setattr(sweeps.running, "_Pipeline", _Serial)
     return sweeps.run(_cfg(**kw), out=str(out), csv=True)
-  finally:
-    os.environ.pop("DRJAX_SWEEP_NO_OVERLAP", None)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +95,7 @@ def test_files_identical_across_chunk_sizes(written):
     assert pq.read_table(d / "results.parquet").equals(pq.read_table(ref / "results.parquet"))
 
 
-_FOUR_DEVICES = """
+_FOUR_DEVICES = "import threading\n" + inspect.getsource(_Serial) + """
 import os, sys
 import jax
 jax.config.update("jax_enable_x64", True)
@@ -94,14 +106,14 @@ cfg = sweeps.SweepConfig(env="linear-mdp", agents=("dr-lsvi-ucb", "lsvi-ucb"), s
                          save_returns=True, chunk=3)
 for name, overlap in (("on", True), ("off", False)):
   if not overlap:
-    os.environ["DRJAX_SWEEP_NO_OVERLAP"] = "1"
+    sweeps.running._Pipeline = _Serial
   r = sweeps.run(cfg, out=os.path.join(sys.argv[1], name), csv=True)
   assert r.info["devices"]["count"] == 4
 """
 
 
 def test_four_devices_same_bytes_with_and_without_overlap(written, tmp_path):
-  env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "DRJAX_SWEEP_NO_OVERLAP")}
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   env.update(XLA_FLAGS=" ".join(("--xla_force_host_platform_device_count=4",)
                                 + _xla.flags_for_this_jaxlib()), JAX_PLATFORMS="cpu",
              DRJAX_NO_CACHE="1")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
 import sys
 import time
 from typing import Sequence
@@ -256,23 +255,10 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
       else:
         return
 
-  # Testing aids: DRJAX_SWEEP_KILL_AFTER=N kills this process (SIGKILL) after N written chunks;
-  # DRJAX_SWEEP_TEST_DELAY_S=T sleeps T seconds after each chunk (time to send a SIGINT);
-  # DRJAX_SWEEP_NO_OVERLAP=1 does the host work of each chunk before the next one is dispatched
-  # (the tests check that the files are the same bytes either way).
-  kill_after = os.environ.get("DRJAX_SWEEP_KILL_AFTER")
-  kill_after = int(kill_after) if kill_after else None
-  test_delay = float(os.environ.get("DRJAX_SWEEP_TEST_DELAY_S") or 0)
-  overlap = not os.environ.get("DRJAX_SWEEP_NO_OVERLAP")
-  written = [0]
-
   def host_work(j, setting, seed, res, secs):
     """Chunk ``j``'s host work (in the host thread): its file, then its rows."""
     if out is not None and writer:
       storage._write_chunk(_chunk_path(out, j), chash, j, setting, seed, res, secs)
-      written[0] += 1
-      if kill_after is not None and written[0] >= kill_after:  # fault injection (tests)
-        os.kill(os.getpid(), signal.SIGKILL)
     if stream and not pipe.aborted.is_set():
       ready[j] = {**res, "seconds": secs}
       advance()
@@ -302,7 +288,7 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
     finished = len(done & set(todo))
     t_prev = time.perf_counter()
     for idx in range(len(pending) + 1):
-      nxt = launch(pending[idx]) if (idx < len(pending) and overlap) else None
+      nxt = launch(pending[idx]) if idx < len(pending) else None
       if inflight is not None:
         j, dev_out, setting, seed = inflight
         host = _get(dev_out)
@@ -313,17 +299,10 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
         timings["chunks_s"] += secs
         timings["runs_computed"] += n
         pipe.put(host_work, j, setting, seed, res, secs)
-        if not overlap:
-          pipe.drain()
         finished += 1
         if bar is not None:
           bar.update(n)
           bar.set_postfix_str(f"chunks {finished}/{len(todo)}")
-        if test_delay:
-          time.sleep(test_delay)
-      if not overlap and idx < len(pending):
-        t_prev = time.perf_counter()
-        nxt = launch(pending[idx])
       inflight = nxt
     pipe.close()
   except BaseException:
