@@ -29,7 +29,7 @@ import pytest
 import drjax
 from drjax import data, envs, evaluate, planning, put_lattice, regularized, robust, sensitivity
 from drjax import train as train_lib
-from drjax.agents import base, lsvi, offline, registry
+from drjax.agents import base, compose, lsvi, offline, registry
 from drjax.envs import put_option as po
 
 NAN = math.nan
@@ -320,6 +320,19 @@ for name, fn in (("drpvi", offline.drpvi), ("va_drpvi", offline.va_drpvi),
   extra = {"va_drpvi": dict(variance=CHOICE()), "r2pvi": dict(divergence=CHOICE())}.get(name, {})
   spec(name, fn, dict(horizon=H, feature_dim=D, num_actions=A),
        dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), **OFFLINE_OPTS, **extra))
+spec("offline.make_agent", offline.make_agent,
+     dict(name="X", hparams_type=offline.DRPVIHParams, horizon=H, feature_dim=D, num_actions=A,
+          oracle=compose.TVConstrained()),
+     dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), oracle=OBJ(), width=CHOICE(),
+          truncation=CHOICE(), reward=CHOICE(), vmin=CHOICE(), fail_zero=BOOL(),
+          tie_break=CHOICE(), hparams_type=OBJ(), scale=OBJ(), variance=CHOICE()[:2],
+          grid_size=INT(0)))
+spec("lsvi.make_agent", lsvi.make_agent,
+     dict(name="X", horizon=H, feature_dim=D, num_actions=A, capacity=4,
+          oracle=compose.TVConstrained()),
+     dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), capacity=INT(), oracle=OBJ(),
+          width=CHOICE(), reward=CHOICE(), clip=CHOICE(), tie_break=CHOICE(), fail_zero=BOOL(),
+          solver=CHOICE(), scale=OBJ()))
 spec("pevi", offline.pevi, dict(horizon=H, feature_dim=D, num_actions=A),
      dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), truncation=CHOICE(),
           fail_zero=BOOL(), tie_break=CHOICE()))

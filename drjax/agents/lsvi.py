@@ -23,7 +23,7 @@ import numpy as np
 
 from drjax import _checks, robust
 from drjax._precision import exact_matmuls
-from drjax.agents import base, pieces
+from drjax.agents import base, compose, pieces
 from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
 
 
@@ -55,74 +55,41 @@ class KnownAction(NamedTuple):
   last_step_zero: bool = False
 
 
-def _q_values(qf: QFunction, h, phi_all, fail, *, robust_bonus: str | None, fail_zero: bool,
-              clip: bool = True, known: KnownAction | None = None):
-  """``[..., A]`` Q_h at features ``phi_all [..., A, d]`` (Algorithm 1, line 13).
+def make_agent(name: str, horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
+               oracle: Callable, width="paper", scale: Callable = pieces.beta_of,
+               reward: str = "theta", clip: str = "paper", tie_break: str = "optimistic",
+               fail_zero: bool = True, solver: str = "auto",
+               known: KnownAction | None = None) -> Agent:
+  """An online agent composed of pieces (``drjax.agents.compose``): DR-LSVI-UCB and LSVI-UCB are
+  each one call of this, and so is a researcher's variant.
 
-  With ``clip=False`` the optimistic value before truncation (used to break ties, see ``act``).
+  Args:
+    name: display name.
+    horizon, feature_dim, num_actions, capacity: H, d, A and the number of episodes stored.
+    oracle: the per-coordinate dual oracle (``compose.TVConstrained(method, grid_size)``,
+      ``compose.Nominal()``, ... or a callable ``(StepInputs, hp) -> (nu, alpha)``); the online
+      engine plans with the fail-state form of the TV dual (``m = 0``).
+    width: the bonus's width: ``"paper"`` (d-rectangular), ``"notebook"``, ``"ellipsoid"``, or a
+      function ``(pinv, phi) -> width``.
+    scale: ``scale(hp) -> []`` the bonus multiplier (default ``hp.beta``).
+    reward: ``"theta"`` (known reward parameters, ``w_h = theta_h + nu_h``) or ``"regressed"``.
+    clip: ``"paper"`` (``[0, H - h + 1]``) or ``"notebook"`` (at H for every step; nominal
+      oracles only, the authors' LSVI-UCB baseline).
+    tie_break, fail_zero, solver, known: as for ``dr_lsvi_ucb``.
   """
-  return _q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail,
-               robust_bonus=robust_bonus, fail_zero=fail_zero, clip=clip, known=known)
-
-
-def _bonus(pinv, phi, beta, robust_bonus: str | None):
-  """LSVI-UCB's ellipsoid bonus (``robust_bonus=None``) or DR-LSVI-UCB's in the given form."""
-  if robust_bonus is None:
-    return base.ellipsoid_bonus(pinv, phi, beta)
-  return base.diag_bonus(pinv, phi, beta, robust_bonus)
-
-
-def _q_at(w, pinv, beta, top, phi_all, fail, *, robust_bonus, fail_zero, clip=True,
-          known: KnownAction | None = None, quad=None):
-  """``quad [..., A]``: precomputed ``phi^T Lambda^-1 phi`` (``AgentState.quad`` /
-  ``StatsState.quad``) for LSVI-UCB's ellipsoid bonus, or ``None`` to compute it from ``pinv``."""
-  if quad is not None and robust_bonus is None:
-    bonus_of = lambda phi, a: beta * jnp.sqrt(jnp.maximum(  # noqa: E731
-        quad if a is None else quad[..., a], 0.0))
-  else:
-    bonus_of = lambda phi, a: _bonus(pinv, phi, beta, robust_bonus)  # noqa: E731
-  if known is not None:
-    phi_l = phi_all[..., known.learned, :]
-    q_l = phi_l @ w + bonus_of(phi_l, known.learned)
-    if clip:
-      q_l = jnp.minimum(q_l, top)  # the notebook truncates from above only
-    q_k = known.value(phi_all).astype(q_l.dtype)
-    parts = [None, None]
-    parts[known.learned], parts[known.action] = q_l, q_k
-    q = jnp.stack(parts, axis=-1)
-    if fail_zero:
-      q = jnp.where(jnp.expand_dims(fail, -1), 0.0, q)
-    return q
-  if robust_bonus == "paper":
-    # The paper's bonus is linear in phi: one contraction with w + beta sqrt(diag Lambda^-1).
-    q = phi_all @ (w + beta * base.sqrt_diag(pinv))
-  else:
-    q = phi_all @ w + bonus_of(phi_all, None)
-  if clip:
-    q = jnp.clip(q, 0.0, top)
-  if fail_zero:
-    q = jnp.where(jnp.expand_dims(fail, -1), 0.0, q)
-  return q
-
-
-def _make(name, *, oracle: str, width: str, horizon, feature_dim, num_actions, capacity,
-          bonus: str = "paper", clip: str = "paper", alpha: str = "exact", grid_size=0,
-          tie_break: str = "optimistic", fail_zero: bool = True,
-          solver: str = "auto", known: KnownAction | None = None) -> Agent:
   H = base.check_int("horizon H", horizon)
   d = base.check_int("feature_dim d", feature_dim)
   A = base.check_int("num_actions A", num_actions)
   K = base.check_int("capacity K", capacity)
-  _checks.choice("bonus", bonus, base.BONUS_FORMS)
+  if not callable(oracle):
+    raise TypeError(f"oracle must be a dual oracle (drjax.agents.compose.TVConstrained(), ...) "
+                    f"or a function (StepInputs, hp) -> (nu, alpha), got {oracle!r}")
+  pieces.width_fn(width)  # ValueError for an unknown name
+  _checks.function("scale", scale, "hp -> [] (the bonus multiplier)")
+  _checks.choice("reward", reward, compose.REWARDS)
   _checks.choice("clip", clip, base.CLIP_FORMS)
-  _checks.choice("alpha", alpha, base.ALPHA_METHODS)
-  if alpha != "exact":
-    grid_size = base.check_int(f"grid_size (for alpha={alpha!r})", grid_size, 2)
-  else:
-    grid_size = base.check_int("grid_size", grid_size, 0)
   _checks.choice("tie_break", tie_break, base.TIE_BREAKS)
-  if not isinstance(fail_zero, (bool, np.bool_)):
-    raise TypeError(f"fail_zero must be a bool, got {fail_zero!r}")
+  _checks.boolean("fail_zero", fail_zero)
   _checks.choice("solver", solver, base.SOLVERS)
   if solver == "auto":
     solver = "cholesky" if d <= robust.UNROLL_MAX_D else "sherman-morrison"
@@ -134,21 +101,46 @@ def _make(name, *, oracle: str, width: str, horizon, feature_dim, num_actions, c
                        f"environment, got {known!r} with A = {A}")
     if not isinstance(known.last_step_zero, (bool, np.bool_)):
       raise TypeError(f"known.last_step_zero must be a bool, got {known.last_step_zero!r}")
-  return _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, int(grid_size), tie_break,
+  return _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break,
                 bool(fail_zero), solver, known)
 
 
+def _make(name, *, oracle, width, horizon, feature_dim, num_actions, capacity,
+          bonus: str = "paper", clip: str = "paper", alpha: str = "exact", grid_size=0,
+          tie_break: str = "optimistic", fail_zero: bool = True,
+          solver: str = "auto", known: KnownAction | None = None) -> Agent:
+  """The built-in online agents' options (strings) resolved into a composition."""
+  _checks.choice("bonus", bonus, base.BONUS_FORMS)
+  _checks.choice("alpha", alpha, base.ALPHA_METHODS)
+  if alpha != "exact":
+    grid_size = base.check_int(f"grid_size (for alpha={alpha!r})", grid_size, 2)
+  else:
+    grid_size = base.check_int("grid_size", grid_size, 0)
+  if oracle == "tv":
+    orc = compose.TVConstrained(alpha, int(grid_size))
+  else:
+    orc = compose.Nominal()
+  return make_agent(name, horizon, feature_dim, num_actions, capacity, oracle=orc, width=width,
+                    reward="theta" if oracle == "tv" else "regressed", clip=clip,
+                    tie_break=tie_break, fail_zero=fail_zero, solver=solver, known=known)
+
+
 @functools.lru_cache(maxsize=None)
-def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
-           solver, known) -> Agent:
-  """The agent composed of a dual oracle (``"tv"``: TV-constrained, exact over the breakpoints;
-  ``"ridge"``: nominal regression of ``r + V``) and a bonus width (``"paper"``/``"notebook"``
-  d-rectangular, ``"ellipsoid"``), see ``drjax.agents.pieces``."""
-  robust_oracle = oracle == "tv"
-  robust_bonus = None if width == "ellipsoid" else width
+def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail_zero, solver,
+           known) -> Agent:
+  """The agent's pure functions (cached: equal compositions share their compiled programs)."""
+  robust_oracle = not compose.oracle_attr(oracle, "nominal", False)
+  wf = pieces.width_fn(width)
   last_step_zero = known is not None and bool(known.last_step_zero)
-  q_fn = functools.partial(_q_values, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
-  q_at = functools.partial(_q_at, robust_bonus=robust_bonus, fail_zero=fail_zero, known=known)
+  q_at = functools.partial(pieces.linear_q, sign=1.0, width_form=wf,
+                           truncation="upper" if known is not None else "paper",
+                           fail_zero=fail_zero, known=known)
+  method = getattr(oracle, "method", "exact")
+  grid_size = getattr(oracle, "grid_size", 0)
+  bonus = width if isinstance(width, str) and width != "ellipsoid" else "paper"
+
+  def q_fn(qf: QFunction, h, phi_all, fail, clip: bool = True):
+    return q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail, clip=clip)
 
   def _check_model_dims(model, name: str) -> None:
     _checks.model(model, name)
@@ -199,7 +191,7 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
       raise ValueError("lam is required to initialise the Sherman-Morrison solver's Lambda^-1 "
                        "(init(theta, lam))")
     return base.init_state(theta, H, d, A, K if capacity is None else capacity, lam, solver,
-                           quad=width == "ellipsoid")
+                           quad=wf in pieces.ELLIPTICAL)
 
   def init_stats(theta, num_states: int, lam=None, model=None) -> StatsState:
     """Empty sufficient-statistics state for a finite environment with ``num_states`` states.
@@ -213,7 +205,7 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     if lam is None and solver == "sherman-morrison":
       raise ValueError("lam is required to initialise the Sherman-Morrison solver's Lambda^-1 "
                        "(init_stats(theta, num_states, lam))")
-    tab = model.phi if (model is not None and width == "ellipsoid") else None
+    tab = model.phi if (model is not None and wf in pieces.ELLIPTICAL) else None
     return base.init_stats_state(theta, H, d, num_states, lam, solver, phi_table=tab)
 
   def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
@@ -226,68 +218,20 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     """
     dtype = gram.dtype
     tops = base.clip_tops(H, clip, robust_oracle, dtype)
-    beta = jnp.asarray(hp.beta, dtype)
+    beta = jnp.asarray(scale(hp), dtype)
     lam = jnp.asarray(hp.lam, dtype)
     if pinv is None or refactor:
       pinv = jax.vmap(robust.spd_inverse)(gram + lam * jnp.eye(d, dtype=dtype)[None])
       ops = quad = None  # incrementally kept operators / norms belong to the training lambda
-    grid = robust.make_grid(H, grid_size, dtype) if alpha != "exact" else None
-    rho = hp.rho.astype(dtype)
-
-    theta = theta.astype(dtype)
-
-    def step(w_next, p_next, h):
-      # Index inside the body (not scanned ``xs``): under vmap, scanning batched xs would
-      # transpose every seed's buffers to put the step axis first, at every plan.
-      top_next = tops[jnp.minimum(h + 1, H - 1)]
-      g_h, nphi_h, nfail_h, p_h = g[h], nphi[h], nfail[h], pinv[h]
-      q_next = q_at(w_next, p_next, beta, top_next, nphi_h, nfail_h,
-                    quad=None if quad is None else quad[h])  # [n, A]
-      v_next = jnp.max(q_next, axis=-1)
-      if mask is not None:
-        v_next = jnp.where(mask, v_next, 0.0)
-      op_h = None if ops is None else ops[h]
-      if robust_oracle:
-        nu, a_star = pieces.tv_oracle(p_h, g_h, v_next, rho[h], H, method=alpha, grid=grid,
-                                      operator=op_h)
-        w = theta[h] + nu
-      else:
-        if op_h is not None:
-          w = p_h @ phir[h] + op_h @ v_next
-        else:
-          w = p_h @ (phir[h] + g_h.T @ v_next)
-        nu = jnp.zeros((d,), dtype)
-        a_star = jnp.zeros((d,), dtype)
-      return w, nu, a_star
-
-    # Step H: V_{H+1} = 0, so z(alpha) = 0 and nu_H = max_alpha -rho alpha = 0 at alpha = 0
-    # (DR-LSVI-UCB), w_H = Lambda_H^-1 sum phi r (LSVI-UCB), or w_H = 0 with
-    # ``known.last_step_zero`` (the authors' put-option LSVI-UCB). No regression over atoms.
-    zero = jnp.zeros((d,), dtype)
-    if robust_oracle:
-      w_last = theta[H - 1]
-    elif last_step_zero:
-      w_last = zero
-    else:
-      w_last = pinv[H - 1] @ phir[H - 1]
-    ws, nus, alphas = [w_last], [zero], [zero]
-    if H - 1 <= UNROLL_H:  # short horizons: a Python loop (static indices, fused by XLA)
-      for h in range(H - 2, -1, -1):
-        w_h, nu_h, a_h = step(ws[0], pinv[h + 1], h)
-        ws.insert(0, w_h)
-        nus.insert(0, nu_h)
-        alphas.insert(0, a_h)
-      w, nu, a_star = jnp.stack(ws), jnp.stack(nus), jnp.stack(alphas)
-    else:
-      def body(w_next, h):
-        w_h, nu_h, a_h = step(w_next, pinv[h + 1], h)
-        return w_h, (w_h, nu_h, a_h)
-
-      _, (w, nu, a_star) = jax.lax.scan(body, w_last, jnp.arange(H - 1), reverse=True)
-      w = jnp.concatenate([w, w_last[None]])
-      nu = jnp.concatenate([nu, zero[None]])
-      a_star = jnp.concatenate([a_star, zero[None]])
-    return QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=a_star)
+    # Step H: V_{H+1} = 0, so every oracle gives nu_H = 0: w_H = theta_H (known reward),
+    # Lambda_H^-1 sum phi r (regressed), or 0 with ``known.last_step_zero`` (the authors'
+    # put-option LSVI-UCB).
+    last_w = jnp.zeros((d,), dtype) if (last_step_zero and reward == "regressed") else None
+    out = compose.backward_induction(
+        H, pinv=pinv, g=g, nphi=nphi, nfail=nfail, mask=mask, q_at=q_at, oracle=oracle, hp=hp,
+        beta=beta, tops=tops, reward=reward, theta=theta.astype(dtype), reward_sum=phir,
+        vmin=None, operators=ops, quads=quad, last_w=last_w, unroll_max=UNROLL_H)
+    return QFunction(w=out.w, pinv=pinv, beta=beta, top=tops, nu=out.nu, alpha=out.alpha)
 
   def plan(state, hp: HParams, model=None, *, size: int | None = None,
            refactor: bool = False) -> QFunction:
@@ -367,7 +311,7 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     _check_phi(phi)
     if known is not None:
       phi = phi[..., known.learned, :] if phi.ndim >= 2 and phi.shape[-2] == A else phi
-    return _bonus(qf.pinv[h], phi, qf.beta, robust_bonus)
+    return qf.beta * wf(qf.pinv[h], phi)
 
   def update(state, phi, reward, next_phi, next_fail, next_state, model=None, slot=None):
     """Adds one finished episode (``[H, ...]`` per step) to either form of the state
@@ -395,7 +339,7 @@ def _build(name, oracle, width, H, d, A, K, bonus, clip, alpha, grid_size, tie_b
     _check_phi(phi)
     return phi @ base.sqrt_diag(qf.pinv[h])
 
-  config = base.AgentConfig(H, d, A, K, bonus, clip, alpha, grid_size, tie_break, fail_zero,
+  config = base.AgentConfig(H, d, A, K, bonus, clip, method, grid_size, tie_break, fail_zero,
                             solver, known)
   x = exact_matmuls  # float32 products at full precision on every backend (drjax/_precision.py)
   return Agent(name=name, config=config, init=init, plan=x(plan), q_values=x(q_values), act=x(act),
@@ -479,7 +423,7 @@ def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
       last-step weights are ``w_H = 0`` (the authors' put-option LSVI-UCB) instead of the
       regression ``Lambda_H^-1 sum phi r``.
   """
-  return _make("LSVI-UCB", oracle="ridge", width="ellipsoid", horizon=horizon, feature_dim=feature_dim,
+  return _make("LSVI-UCB", oracle="ridge", width=pieces.ellipsoid_unrolled, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break,
                fail_zero=fail_zero, solver=solver, known=known)
 

@@ -44,7 +44,7 @@ from drjax import _checks
 from drjax import data as data_lib
 from drjax import robust
 from drjax._precision import exact_matmuls
-from drjax.agents import base, pieces
+from drjax.agents import base, compose, pieces
 from drjax.agents.base import QFunction
 
 Array = jax.Array
@@ -358,7 +358,7 @@ def _check_agent(agent) -> None:
 
 
 def pevi(horizon: int, feature_dim: int, num_actions: int, *, truncation: str = "paper",
-         fail_zero: bool = True, tie_break: str = "optimistic") -> OfflineAgent:
+         fail_zero: bool = True, tie_break: str = "optimistic", known=None) -> OfflineAgent:
   """PEVI (Jin, Yang & Wang 2021): pessimistic least-squares value iteration.
 
   ``w_h = Lambda_h^-1 sum_tau phi_tau (r_tau + V_{h+1}(s'_tau))`` (observed rewards regressed),
@@ -369,18 +369,23 @@ def pevi(horizon: int, feature_dim: int, num_actions: int, *, truncation: str = 
     truncation: ``"paper"`` clips to ``[0, H - h + 1]``; ``"upper"`` only from above (public code).
     fail_zero: Q = 0 at the fail state (as the family's code and drjax's LSVI-UCB; ``False``:
       PEVI knows nothing of fail states).
+    known: a ``KnownAction`` (2-action environments): that action's Q is known exactly
+      (no regression, penalty or truncation) and the reward is the known ``theta`` instead of a
+      regression: the R2PVI put-option code's PEVI, which knows the exercise payoff.
     tie_break: among actions tied after truncation, ``"optimistic"`` takes the largest
       untruncated value, ``"first"`` the lowest index.
   """
-  H, d, A = _check_options(horizon, feature_dim, num_actions, "paper", truncation, "zero",
-                           fail_zero, tie_break)
-  cfg = OfflineConfig(H, d, A, "ellipsoid", truncation, "zero", bool(fail_zero), tie_break)
-  return _build("PEVI", "pevi", cfg)
+  _check_options(horizon, feature_dim, num_actions, "paper", truncation, "zero", fail_zero,
+                 tie_break)
+  return make_agent("PEVI", PEVIHParams, horizon, feature_dim, num_actions,
+                    oracle=compose.Nominal(), width="ellipsoid", truncation=truncation,
+                    reward="theta" if known is not None else "regressed", vmin="zero",
+                    fail_zero=fail_zero, tie_break=tie_break, known=known)
 
 
 def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
           truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
-          tie_break: str = "optimistic") -> OfflineAgent:
+          tie_break: str = "optimistic", known=None) -> OfflineAgent:
   """DRPVI (Liu & Xu, NeurIPS 2024, Algorithm 1) with heterogeneous rho ``[H, d]``, known theta.
 
   ``nu_{h,i} = max_{alpha in [0, H]} { z_{h,i}(alpha) - rho_{h,i} (alpha - min_{s'}
@@ -397,16 +402,17 @@ def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "p
       ``"zero"`` (the fail-state form ``max_alpha z_i(alpha) - rho alpha``).
     fail_zero, tie_break: as for ``pevi``.
   """
-  H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
-                           fail_zero, tie_break)
-  cfg = OfflineConfig(H, d, A, penalty, truncation, vmin, bool(fail_zero), tie_break)
-  return _build("DRPVI", "drpvi", cfg)
+  _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin, fail_zero,
+                 tie_break)
+  return make_agent("DRPVI", DRPVIHParams, horizon, feature_dim, num_actions,
+                    oracle=compose.TVConstrained(), width=penalty, truncation=truncation,
+                    vmin=vmin, fail_zero=fail_zero, tie_break=tie_break, known=known)
 
 
 def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
              truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
              tie_break: str = "optimistic", variance: str = "alg3",
-             grid_size: int = 0) -> OfflineAgent:
+             grid_size: int = 0, known=None) -> OfflineAgent:
   """VA-DRPVI (Liu & Xu, NeurIPS 2024): variance-weighted DRPVI with a pilot dataset D'.
 
   1. DRPVI on the pilot D' gives ``V'_{h+1}`` (with VA-DRPVI's own rho, beta and lambda and
@@ -431,10 +437,9 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
   _checks.choice("variance", variance, VARIANCES)
   if grid_size and variance != "alg2":
     raise ValueError("grid_size applies to variance='alg2' only")
-  grid_size = base.check_int("grid_size", grid_size, 0)
-  cfg = OfflineConfig(H, d, A, penalty, truncation, vmin, bool(fail_zero), tie_break, variance,
-                      grid_size)
-  return _build("VA-DRPVI", "va-drpvi", cfg)
+  return make_agent("VA-DRPVI", VADRPVIHParams, H, d, A, oracle=compose.TVConstrained(),
+                    width=penalty, truncation=truncation, vmin=vmin, fail_zero=fail_zero,
+                    tie_break=tie_break, variance=variance, grid_size=grid_size, known=known)
 
 
 R2PVI_DIVERGENCES = ("tv", "kl", "chi2")
@@ -442,7 +447,7 @@ R2PVI_DIVERGENCES = ("tv", "kl", "chi2")
 
 def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str = "tv",
           penalty: str = "paper", truncation: str = "paper", vmin: str = "auto",
-          fail_zero: bool = True, tie_break: str = "optimistic") -> OfflineAgent:
+          fail_zero: bool = True, tie_break: str = "optimistic", known=None) -> OfflineAgent:
   """R2PVI (Tang, Liu & Xu, ICML 2025): pessimistic value iteration for the d-rectangular robust
   *regularized* MDP, ``Q_h = r_h + sum_i phi_i inf_mu { E_mu V_{h+1} + reg_weight D(mu, mu0_{h,i}) }``.
 
@@ -459,11 +464,14 @@ def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str =
   H - h + 1)``. Hyperparameters: ``R2PVIHParams(reg_weight, beta, lam)``.
   """
   _checks.choice("divergence", divergence, R2PVI_DIVERGENCES)
-  H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
-                           fail_zero, tie_break)
-  cfg = OfflineConfig(H, d, A, penalty, truncation, vmin, bool(fail_zero), tie_break)
+  _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin, fail_zero,
+                 tie_break)
   names = {"tv": "R2PVI-TV", "kl": "R2PVI-KL", "chi2": "R2PVI-chi2"}
-  return _build(names[divergence], f"r2pvi-{divergence}", cfg)
+  oracles = {"tv": compose.TVRegularized(), "kl": compose.KLRegularized(),
+             "chi2": compose.Chi2Regularized()}
+  return make_agent(names[divergence], R2PVIHParams, horizon, feature_dim, num_actions,
+                    oracle=oracles[divergence], width=penalty, truncation=truncation, vmin=vmin,
+                    fail_zero=fail_zero, tie_break=tie_break, known=known)
 
 
 def r2pvi_tv(horizon, feature_dim, num_actions, **options) -> OfflineAgent:
@@ -483,7 +491,7 @@ def r2pvi_chi2(horizon, feature_dim, num_actions, **options) -> OfflineAgent:
 
 def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
            truncation: str = "paper", fail_zero: bool = True, tie_break: str = "optimistic",
-           tol: float = 1e-6) -> OfflineAgent:
+           tol: float = 1e-6, known=None) -> OfflineAgent:
   """DRVI-L (Ma et al. 2022; the KL-constrained d-rectangular baseline of the R2PVI paper).
 
   ``w_{h,i} = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_{h,i}`` with the ridge estimate
@@ -492,33 +500,92 @@ def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "
   log(alpha)): **not exact**, tolerance-limited. ``rho`` is the KL radius (>= 0, not bounded by
   1). Hyperparameters: ``DRVILHParams(rho, beta, lam)``.
   """
-  H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, "zero",
-                           fail_zero, tie_break)
+  _check_options(horizon, feature_dim, num_actions, penalty, truncation, "zero", fail_zero,
+                 tie_break)
   tol = _checks.number("tol (the search tolerance in log alpha)", tol, 0, 1, lo_open=True,
                        hi_open=True)
-  cfg = OfflineConfig(H, d, A, penalty, truncation, "zero", bool(fail_zero), tie_break,
-                      tol=float(tol))
-  return _build("DRVI-L", "drvi-l", cfg)
+  return make_agent("DRVI-L", DRVILHParams, horizon, feature_dim, num_actions,
+                    oracle=compose.KLConstrained(float(tol)), width=penalty,
+                    truncation=truncation, vmin="zero", fail_zero=fail_zero,
+                    tie_break=tie_break, known=known)
 
 
-OBJECTIVES = {"pevi": "tv", "drpvi": "tv", "va-drpvi": "tv", "r2pvi-tv": "tv-reg",
-              "r2pvi-kl": "kl-reg", "r2pvi-chi2": "chi2-reg", "drvi-l": "kl"}
+def make_agent(name: str, hparams_type: type, horizon: int, feature_dim: int, num_actions: int,
+               *, oracle: Callable, width="paper", scale: Callable = pieces.beta_of,
+               truncation="paper", reward: str = "theta", vmin: str = "auto",
+               fail_zero: bool = True, tie_break: str = "optimistic", known=None,
+               variance: str | None = None, grid_size: int = 0) -> OfflineAgent:
+  """An offline agent composed of pieces (``drjax.agents.compose``): PEVI, DRPVI, R2PVI, ...
+  are each one call of this, and so is a researcher's variant.
+
+  Args:
+    name: display name (``"DRPVI"``).
+    hparams_type: the agent's hyperparameter ``NamedTuple`` (its fields are the traced
+      hyperparameters; the oracle and ``scale`` read them).
+    horizon, feature_dim, num_actions: H, d, A.
+    oracle: the per-coordinate dual oracle (``compose.TVConstrained()``, ``compose.Nominal()``,
+      ``compose.TVRegularized()``, ... or a callable ``(StepInputs, hp) -> (nu, alpha)``).
+    width: the penalty's width: ``"paper"`` (d-rectangular), ``"notebook"``, ``"ellipsoid"`` or a
+      function ``(pinv, phi) -> width``.
+    scale: ``scale(hp) -> []`` the penalty multiplier (default ``hp.beta``).
+    truncation: ``"paper"`` (``[0, H - h + 1]``), ``"upper"`` or a function ``(q, top) -> q``.
+    reward: ``"theta"`` (known reward parameters, the datasets' ``theta``) or ``"regressed"``
+      (ridge regression of the observed rewards).
+    vmin: how ``m = min_{s'} V_{h+1}(s')`` is obtained for oracles that use it: ``"auto"``,
+      ``"exact"`` (needs ``fit(..., model=...)``), ``"data"`` or ``"zero"`` (fail-state form).
+    fail_zero: Q = 0 at the fail state. tie_break: ``"optimistic"`` or ``"first"``.
+    known: a ``drjax.agents.lsvi.KnownAction`` (2-action environments): that action's Q is known
+      exactly, read off its features (no regression, penalty or truncation); the other action's
+      Q is learned. The R2PVI put-option code's exercise.
+    variance: ``"alg3"`` / ``"alg2"``: VA-DRPVI's variance-weighted regression from a pilot
+      dataset (``fit(..., pilot=...)``); ``None``: unweighted.
+    grid_size: ``variance="alg2"``'s extra alpha grid.
+  """
+  H = base.check_int("horizon H", horizon)
+  d = base.check_int("feature_dim d", feature_dim)
+  A = base.check_int("num_actions A", num_actions)
+  if not callable(oracle):
+    raise TypeError(f"oracle must be a dual oracle (drjax.agents.compose.TVConstrained(), ...) "
+                    f"or a function (StepInputs, hp) -> (nu, alpha), got {oracle!r}")
+  pieces.width_fn(width)  # ValueError for an unknown name
+  if not callable(truncation):
+    _checks.choice("truncation", truncation, pieces.TRUNCATIONS)
+  _checks.function("scale", scale, "hp -> [] (the penalty multiplier)")
+  _checks.choice("reward", reward, compose.REWARDS)
+  _checks.choice("vmin", vmin, VMIN_MODES)
+  _checks.boolean("fail_zero", fail_zero)
+  _checks.choice("tie_break", tie_break, base.TIE_BREAKS)
+  if not (isinstance(hparams_type, type) and issubclass(hparams_type, tuple)
+          and hasattr(hparams_type, "_fields")):
+    raise TypeError(f"hparams_type must be a NamedTuple class, got {hparams_type!r}")
+  if known is not None:
+    _check_known(known, A)
+  if variance is not None:
+    _checks.choice("variance", variance, VARIANCES)
+  grid_size = base.check_int("grid_size", grid_size, 0)
+  objective = compose.oracle_attr(oracle, "objective", "tv")
+  cfg = OfflineConfig(H, d, A, width, truncation, vmin, bool(fail_zero), tie_break,
+                      variance or "alg3", int(grid_size),
+                      float(getattr(oracle, "tol", 1e-6)), objective)
+  return _compose(name, hparams_type, cfg, oracle, scale, reward, known, variance is not None)
 
 
-def _build(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
-  return _build_cached(name, algo, cfg._replace(objective=OBJECTIVES[algo]))
+def _check_known(known, num_actions: int) -> None:
+  from drjax.agents.lsvi import KnownAction  # pylint: disable=g-import-not-at-top
+  _checks.instance("known", known, KnownAction, "a KnownAction (e.g. NOTEBOOK_PUT_KNOWN) or None")
+  _checks.function("known.value", known.value, "phi_all [..., A, d] -> [...]")
+  if num_actions != 2 or {known.action, known.learned} != {0, 1}:
+    raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
+                     f"environment, got {known!r} with A = {num_actions}")
 
 
 @functools.lru_cache(maxsize=None)
-def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
+def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward: str, known,
+             weighted: bool) -> OfflineAgent:
+  """The agent's pure functions (cached: equal compositions share their compiled programs)."""
   H, d, A = cfg.horizon, cfg.feature_dim, cfg.num_actions
-  hp_type = {"pevi": PEVIHParams, "drpvi": DRPVIHParams, "va-drpvi": VADRPVIHParams,
-             "r2pvi-tv": R2PVIHParams, "r2pvi-kl": R2PVIHParams, "r2pvi-chi2": R2PVIHParams,
-             "drvi-l": DRVILHParams}[algo]
-  main_oracle = {"pevi": "ridge", "drpvi": "tv", "va-drpvi": "tv", "r2pvi-tv": "tv-reg",
-                 "r2pvi-kl": "kl-reg", "r2pvi-chi2": "chi2-reg", "drvi-l": "kl-con"}[algo]
   q_at = functools.partial(pieces.linear_q, sign=-1.0, width_form=cfg.penalty,
-                           truncation=cfg.truncation, fail_zero=cfg.fail_zero)
+                           truncation=cfg.truncation, fail_zero=cfg.fail_zero, known=known)
 
   def _check_q_args(qf, h, phi_all, fail, lead: bool) -> None:
     _checks.q_args(qf, h, phi_all, fail, H=H, d=d, A=A, lead=lead, scalar_fail=True)
@@ -531,16 +598,17 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     return _q_values(qf, h, phi_all, fail, clip)
 
   def _q_values(qf: QFunction, h, phi_all, fail, clip: bool = True):
-    q = q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail)
-    if clip:
-      return q
-    return q_at(qf.w[h], qf.pinv[h], qf.beta, jnp.inf, phi_all, fail, truncation="upper")
+    return q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail, clip=clip)
 
   def act(qf: QFunction, h, phi_all, fail):
     """Greedy action; ties after truncation go to the largest untruncated value
-    (``tie_break="optimistic"``) or the lowest index (``"first"``). ``h``: 0-based step in
-    ``[0, H - 1]``; ``phi_all [A, d]``."""
+    (``tie_break="optimistic"``) or the lowest index (``"first"``); with a known action, ties go
+    to the learned one. ``h``: 0-based step in ``[0, H - 1]``; ``phi_all [A, d]``."""
     _check_q_args(qf, h, phi_all, fail, lead=False)
+    if known is not None:
+      q = _q_values(qf, h, phi_all, fail)
+      return jnp.where(q[known.learned] >= q[known.action], known.learned,
+                       known.action).astype(jnp.int32)
     q = _q_values(qf, h, phi_all, fail, clip=cfg.tie_break == "first")
     return jnp.argmax(q).astype(jnp.int32)
 
@@ -553,57 +621,30 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       raise ValueError(f"phi must have shape [..., d] = [..., {d}], got {tuple(np.shape(phi))}")
     return pieces.width(qf.pinv[h], phi, cfg.penalty)
 
-  def vmin_of(mode, v, mask, at, h, q_next):
+  def vmin_fn(mode, at):
     """``m = min_{s'} V_{h+1}(s')`` of the general dual (None: fail-state form)."""
     if mode == "zero":
       return None
     if mode == "data":
-      return pieces.data_min(v, mask)
+      return lambda v, mask, h, q_next: pieces.data_min(v, mask)
     if at.all_phi is None:
       raise ValueError("vmin='exact' needs fit(..., model=...) (a finite environment's model)")
-    return jnp.min(jnp.max(q_next(at.all_phi[h], at.all_fail), axis=-1))
+    return lambda v, mask, h, q_next: jnp.min(jnp.max(q_next(at.all_phi[h], at.all_fail), -1))
 
-  def pass_(at: _Atoms, theta, hp, oracle: str, vmin_mode: str):
+  def pass_(at: _Atoms, theta, hp, orc, vmin_mode: str):
     """One backward induction over atoms; returns the QFunction and the targets ``v [H, n]``
     (row h: ``V_{h+1}`` at the atoms)."""
     dtype = at.gram.dtype
-    beta = jnp.asarray(hp.beta, dtype)
+    beta = jnp.asarray(scale(hp), dtype)
     lam = jnp.asarray(hp.lam, dtype)
     pinv = jax.vmap(lambda g: pieces.ridge_inverse(g, lam))(at.gram)
     tops = (H - jnp.arange(H)).astype(dtype)
-    zero = jnp.zeros((d,), dtype)
-    n = at.g.shape[1]
-
-    def step(nxt, h):
-      w_next = nxt[0]
-      q_next = lambda phi, fail: q_at(w_next, pinv[h + 1], beta, tops[h + 1], phi, fail)  # noqa
-      v = pieces.next_values(q_next, at.nphi[h], at.nfail[h], at.mask[h])
-      alpha = zero
-      if oracle == "ridge":
-        w = pieces.ridge_oracle(pinv[h], at.g[h], v, at.reward_sum[h])
-        return w, zero, alpha, v
-      m = vmin_of(vmin_mode, v, at.mask[h], at, h, q_next)
-      if oracle == "tv":
-        nu, alpha = pieces.tv_oracle(pinv[h], at.g[h], v, hp.rho[h].astype(dtype), H, vmin=m)
-      elif oracle == "kl-con":
-        nu = pieces.kl_con_oracle(pinv[h], at.g[h], v, at.mask[h], hp.rho[h].astype(dtype), H,
-                                  tol=cfg.tol)
-      else:
-        weight = hp.reg_weight[h].astype(dtype)
-        m = jnp.zeros((), dtype) if m is None else m
-        if oracle == "tv-reg":
-          nu = pieces.tv_reg_oracle(pinv[h], at.g[h], v, m, weight)
-        elif oracle == "kl-reg":
-          nu = pieces.kl_reg_oracle(pinv[h], at.g[h], v, at.mask[h], m, weight, tops[h + 1])
-        else:
-          nu = pieces.chi2_reg_oracle(pinv[h], at.g[h], v, weight, H)
-      return theta[h] + nu, nu, alpha, v
-
-    w_last = pinv[H - 1] @ at.reward_sum[H - 1] if oracle == "ridge" else theta[H - 1]
-    last = (w_last, zero, zero, jnp.zeros((n,), dtype))
-    w, nu, alpha, v = pieces.backward(H, step, last)
-    qf = QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=alpha)
-    return qf, v
+    out = compose.backward_induction(
+        H, pinv=pinv, g=at.g, nphi=at.nphi, nfail=at.nfail, mask=at.mask, q_at=q_at,
+        oracle=orc, hp=hp, beta=beta, tops=tops, reward=reward, theta=theta,
+        reward_sum=at.reward_sum, vmin=vmin_fn(vmin_mode, at))
+    qf = QFunction(w=out.w, pinv=pinv, beta=beta, top=tops, nu=out.nu, alpha=out.alpha)
+    return qf, out.v
 
   def variance_weights(ds, pilot_at, pilot_pinv, pilot_v, shift):
     """``[H, N]`` ``1 / sigma_h^2(phi_tau)`` from ridge regressions on the pilot of its targets
@@ -643,43 +684,49 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
       _check_fit_args(agent, ds, hparams, pilot, model, form)
     return _fit_jit(ds, hparams, pilot, model, form)
 
+  def _vmin_mode(model):
+    if cfg.vmin == "auto":
+      return "exact" if model is not None else "data"
+    return cfg.vmin
+
+  def _pilot_pass(hparams, pilot, model, form, dtype):
+    """VA-DRPVI's first stage: the agent's robust pass on the pilot D', unweighted."""
+    pilot = _cast(pilot, dtype)
+    p_at = atoms(pilot, None, model, form)
+    p_qf, p_v = pass_(p_at, pilot.theta.astype(dtype), hparams, oracle, _vmin_mode(model))
+    return p_at, p_qf, p_v
+
   def fit_core(ds, hparams, pilot, model, form):
     dtype = ds.phi.dtype
     theta = ds.theta.astype(dtype)
-    vmin_mode = cfg.vmin
-    if vmin_mode == "auto":
-      vmin_mode = "exact" if model is not None else "data"
-    if not agent.needs_pilot:
-      return pass_(atoms(ds, None, model, form), theta, hparams, main_oracle, vmin_mode)[0]
-    # VA-DRPVI: DRPVI on the pilot, then the weighted pass on ds.
-    pilot = _cast(pilot, dtype)
-    p_at = atoms(pilot, None, model, form)
-    p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
-    p_qf, p_v = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
+    if not weighted:
+      return pass_(atoms(ds, None, model, form), theta, hparams, oracle, _vmin_mode(model))[0]
+    # VA-DRPVI: the pass on the pilot, then the weighted pass on ds.
+    p_at, p_qf, p_v = _pilot_pass(hparams, pilot, model, form, dtype)
     if cfg.variance == "alg3":
       wts = variance_weights(ds, p_at, p_qf.pinv, p_v, jnp.asarray(hparams.var_shift, dtype))
-      return pass_(atoms(ds, wts, model, form), theta, hparams, "tv", vmin_mode)[0]
-    return _alg2(ds, pilot, p_at, p_qf, p_v, theta, hparams, vmin_mode, model)
+      return pass_(atoms(ds, wts, model, form), theta, hparams, oracle, _vmin_mode(model))[0]
+    return _alg2(ds, p_at, p_qf, p_v, theta, hparams, _vmin_mode(model), model)
 
-  def _alg2(ds, pilot, p_at, p_qf, p_v, theta, hp, vmin_mode, model):
+  def _alg2(ds, p_at, p_qf, p_v, theta, hp, vmin_mode, model):
     """Algorithm 2: variance, Gram and regression per candidate alpha (buffer form)."""
     dtype = ds.phi.dtype
-    beta = jnp.asarray(hp.beta, dtype)
+    beta = jnp.asarray(scale(hp), dtype)
     lam = jnp.asarray(hp.lam, dtype)
     shift = jnp.asarray(hp.var_shift, dtype)
     at = atoms(ds, None, model, "buffer")
     valid = ds.valid.astype(dtype)
     tops = (H - jnp.arange(H)).astype(dtype)
-    zero = jnp.zeros((d,), dtype)
     eye = jnp.eye(d, dtype=dtype)
     grid = (robust.make_grid(H, cfg.grid_size, dtype) if cfg.grid_size
             else jnp.zeros((0,), dtype))
+    vmin_of = vmin_fn(vmin_mode, at)
 
     def step(nxt, h):
       w_next, pinv_next = nxt[0], nxt[1]
       q_next = lambda phi, fail: q_at(w_next, pinv_next, beta, tops[h + 1], phi, fail)  # noqa
       v = pieces.next_values(q_next, at.nphi[h], at.nfail[h], at.mask[h])
-      m = vmin_of(vmin_mode, v, at.mask[h], at, h, q_next)
+      m = None if vmin_of is None else vmin_of(v, at.mask[h], h, q_next)
       return solve(h, v, m)
 
     def solve(h, v, m):
@@ -711,13 +758,9 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
     return QFunction(w=w, pinv=pinv, beta=beta, top=tops, nu=nu, alpha=alpha)
 
   def weights_core(ds, hparams, pilot, model, form):
-    dtype = ds.phi.dtype
-    pilot = _cast(pilot, dtype)
-    vmin_mode = cfg.vmin if cfg.vmin != "auto" else ("exact" if model is not None else "data")
-    p_at = atoms(pilot, None, model, form)
-    p_hp = DRPVIHParams(hparams.rho, hparams.beta, hparams.lam)
-    p_qf, p_v = pass_(p_at, pilot.theta.astype(dtype), p_hp, "tv", vmin_mode)
-    return variance_weights(ds, p_at, p_qf.pinv, p_v, jnp.asarray(hparams.var_shift, dtype))
+    p_at, p_qf, p_v = _pilot_pass(hparams, pilot, model, form, ds.phi.dtype)
+    return variance_weights(ds, p_at, p_qf.pinv, p_v,
+                            jnp.asarray(hparams.var_shift, ds.phi.dtype))
 
   def weights(ds, hparams, pilot, model=None, form: str = "auto"):
     _checks.instance("ds", ds, data_lib.Dataset, "a drjax.data.Dataset")
@@ -733,9 +776,8 @@ def _build_cached(name: str, algo: str, cfg: OfflineConfig) -> OfflineAgent:
   _weights_jit = jax.jit(exact_matmuls(weights_core), static_argnums=(4,))
   agent = OfflineAgent(name=name, config=cfg, hparams_type=hp_type, fit=fit,
                        q_values=exact_matmuls(q_values), act=exact_matmuls(act),
-                       width=exact_matmuls(width_fn),
-                       needs_pilot=algo == "va-drpvi",
-                       variance_weights=weights if algo == "va-drpvi" else None)
+                       width=exact_matmuls(width_fn), needs_pilot=weighted,
+                       variance_weights=weights if weighted else None)
   return agent
 
 
