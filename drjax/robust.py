@@ -762,6 +762,65 @@ KL_SEARCH_BOUNDS = (1e-4, 1e4)  # alpha range of the KL-constrained dual's searc
 KL_SEARCH_GRID = 64
 
 
+def _kl_shift_margin(dtype) -> float:
+  """``K = -log(tiny) / 2`` of ``dtype`` (43.7 in float32, 354.2 in float64): half the exponent
+  range below 1 (see ``_kl_shift``)."""
+  return -0.5 * math.log(float(jnp.finfo(dtype).tiny))
+
+
+def _kl_shift(support: Array, v: Array, m, scale) -> Array:
+  """Per-coordinate shift ``t_i`` of the exponents of the KL duals' ridge estimates.
+
+  The KL duals need ``zhat_i = sum_n M_in exp(-v_n / a)`` (``M = Lambda^-1 g^T``, ``a`` the
+  regularization weight or the dual's alpha), which leaves the floating-point range as soon as
+  ``v / a`` is large. They compute ``zhat_i = exp(-t_i / a) S_i`` with
+  ``S_i = sum_n M_in exp(-(v_n - t_i) / a)`` and take ``log zhat_i = -t_i / a + log S_i``. A
+  single shift for all coordinates (the minimum ``m`` of v) is not enough: when every atom that
+  carries coordinate i's weight lies more than ``~87 a`` (float32; ``~745 a`` in float64) above
+  ``m``, every term of ``S_i`` underflows to 0 and ``log S_i`` is lost. So ``t`` is chosen per
+  coordinate, from ``s_i = min {v_n : support_in}``, the smallest target among the atoms that
+  carry weight in coordinate i, as ``t_i = clip(m, s_i - K a, s_i + K a)`` with
+  ``K = _kl_shift_margin(dtype)``:
+
+  * every supported term's exponent ``-(v_n - t_i) / a`` is at most ``-(s_i - t_i) / a <= K``
+    (no overflow: ``exp(K) = 1 / sqrt(tiny)``), and the largest one, at the atom of ``s_i``, is
+    at least ``-K`` (``exp(-K) = sqrt(tiny)``, a normal number). A term that underflows is below
+    ``tiny``, so below ``sqrt(tiny)`` (1e-19 in float32) times the leading term, scaled by the
+    ratio of the two ``|M_in|``: far below rounding, so ``S_i`` (hence ``log zhat_i``) is exact to
+    rounding whenever it is representable at all, i.e. unless its signed terms cancel (a ridge
+    estimate with negative weights), which no shift can undo;
+  * ``t_i = m`` (the old global shift) wherever ``s_i`` lies within ``K a`` of ``m``, so results
+    are bit-identical to the single shift there (all dense-feature fits: there ``s_i = m``).
+
+  ``support`` must hold every pair (i, n) whose term enters ``S_i`` with a nonzero factor (the
+  callers clamp the other atoms' exponents at ``K``, so that their zero factors never meet an
+  infinite exponential). A coordinate with no supported atom keeps ``t_i = m``.
+
+  Args:
+    support: ``[d, n]`` bool, the atoms that carry each coordinate's weight.
+    v: ``[n]`` targets (the callers put atoms off their mask at ``m``).
+    m: ``[]`` the global shift.
+    scale: the weights ``a``, ``[d]``, or ``[G, d]`` for G of them (``[G, 1]`` broadcasts).
+
+  Returns:
+    ``t``, the broadcast shape of ``scale`` and ``[d]``.
+  """
+  return _shift_at(_kl_support_min(support, v, m), m, scale)
+
+
+def _kl_support_min(support: Array, v: Array, m) -> Array:
+  """``[d]`` ``s_i = min {v_n : support_in}`` (``m`` where coordinate i has no supported atom)."""
+  s = jnp.min(jnp.where(support, v[None, :], jnp.inf), axis=1)
+  return jnp.where(jnp.isfinite(s), s, m)
+
+
+def _shift_at(s: Array, m, scale) -> Array:
+  """``_kl_shift`` from ``s = _kl_support_min(...)``."""
+  k = _kl_shift_margin(s.dtype)
+  s = jnp.broadcast_to(s, jnp.broadcast_shapes(jnp.shape(s), jnp.shape(scale)))
+  return jnp.clip(m, s - k * scale, s + k * scale)
+
+
 @exact_matmuls
 def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
                    bounds=KL_SEARCH_BOUNDS, grid_size: int = KL_SEARCH_GRID) -> Array:
@@ -769,15 +828,18 @@ def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
 
   ``zhat(alpha) = M @ exp(-v / alpha)`` (a ridge estimate of ``E exp(-V / alpha)``), clipped to
   ``[exp(-H/alpha), 1]`` as the public DRVI-L code does below (it clips at 1e-6) and the valid range
-  requires; computed as ``exp(-m/alpha) M @ exp(-(v - m)/alpha)`` with ``m = min v`` so small
-  alpha neither overflows nor underflows. The search: ``grid_size`` log-spaced alphas in
-  ``bounds``, then golden-section refinement of the best grid cell in ``log alpha`` until the
-  bracket is narrower than ``tol`` (a fixed iteration count, so it traces once). The result is a
-  lower bound of the maximum, within the objective's variation over a ``tol``-wide bracket.
+  requires; computed in the log domain as ``-t_i/alpha + log sum_n M_in exp(-(v_n - t_i)/alpha)``
+  with a shift ``t_i`` per coordinate and alpha (``_kl_shift`` over the atoms with ``M_in != 0``),
+  so that small alpha neither overflows nor underflows, exact whenever the estimate is
+  representable. The search: ``grid_size`` log-spaced alphas in ``bounds``, then golden-section
+  refinement of the best grid cell in ``log alpha`` until the bracket is narrower than ``tol`` (a
+  fixed iteration count, so it traces once). The result is a lower bound of the maximum, within
+  the objective's variation over a ``tol``-wide bracket.
 
   Args:
-    M: ``[d, n]`` ridge operator; v: ``[n]`` targets; mask: ``[n]`` atoms in use or None;
-    rho: ``[d]`` or ``[]`` radii >= 0; horizon: H; tol: bracket width in log(alpha), > 0.
+    M: ``[d, n]`` ridge operator; v: ``[n]`` targets; mask: ``[n]`` atoms in use or None (an
+    atom off the mask is read at the minimum target); rho: ``[d]`` or ``[]`` radii >= 0;
+    horizon: H; tol: bracket width in log(alpha), > 0.
 
   Returns:
     ``[d]``.
@@ -808,17 +870,38 @@ def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
   m = jnp.where(jnp.isfinite(m), m, 0.0)
   vm = v if mask is None else jnp.where(mask, v, m)
   excess = vm - m  # >= 0
+  s_min = _kl_support_min(M != 0, vm, m)
+  big = _kl_shift_margin(dtype)  # the exponents' cap: reached only by atoms outside the support
 
-  def value(alpha, zu):
+  def shift(alpha):
+    return _shift_at(s_min, m, alpha)
+
+  def zu_of(alpha, t):  # ``[d]`` sum_n M_in exp(-(v_n - t_i)/alpha_i)
+    e = -(vm[None, :] - t[:, None]) / alpha[:, None]
+    return jnp.sum(M * jnp.exp(jnp.minimum(e, big)), axis=1)
+
+  def value(alpha, t, zu):
     tiny = jnp.finfo(dtype).tiny
-    logz = jnp.where(zu > 0, -m / alpha + jnp.log(jnp.maximum(zu, tiny)), -jnp.inf)
+    logz = jnp.where(zu > 0, -t / alpha + jnp.log(jnp.maximum(zu, tiny)), -jnp.inf)
     logz = jnp.clip(logz, -horizon / alpha, 0.0)
     return -alpha * logz - alpha * rho
 
   la = jnp.linspace(math.log(bounds[0]), math.log(bounds[1]), grid_size, dtype=dtype)
-  u = jnp.exp(-excess[None, :] / jnp.exp(la)[:, None])  # [G, n]
-  grid_vals = jax.vmap(lambda a, z: value(a, z), in_axes=(0, 1), out_axes=1)(
-      jnp.exp(la), M @ u.T)  # [d, G]
+  alphas = jnp.exp(la)
+  t_grid = shift(jnp.broadcast_to(alphas[:, None], (grid_size, d)))  # [G, d]
+  # The grid's sums: one product shares the exponentials of all coordinates (the single shift m:
+  # the bits of the search before the per-coordinate shift); a grid point where some coordinate
+  # needs its own shift (t != m) recomputes that coordinate's sum with it.
+  u = jnp.exp(-excess[None, :] / alphas[:, None])  # [G, n]
+  zu_shared = (M @ u.T).T  # [G, d]
+
+  def own_shift(x):
+    a, t, z = x
+    return jax.lax.cond(jnp.all(t == m), lambda: z, lambda: zu_of(jnp.broadcast_to(a, (d,)), t))
+
+  zu_grid = jnp.where(t_grid == m, zu_shared,
+                      jax.lax.map(own_shift, (alphas, t_grid, zu_shared)))
+  grid_vals = jax.vmap(lambda a, t, z: value(a, t, z), out_axes=1)(alphas, t_grid, zu_grid)
   j = jnp.argmax(grid_vals, axis=1)
   step = la[1] - la[0]
   a = jnp.maximum(la[j] - step, la[0])  # the search stays inside ``bounds``
@@ -826,8 +909,8 @@ def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
 
   def f(x):  # x [d] log alpha per coordinate
     alpha = jnp.exp(x)
-    zu = jnp.sum(M * jnp.exp(-excess[None, :] / alpha[:, None]), axis=1)
-    return value(alpha, zu)
+    t = shift(alpha)
+    return value(alpha, t, zu_of(alpha, t))
 
   invphi = (math.sqrt(5.0) - 1.0) / 2.0
   iters = max(1, int(math.ceil(math.log(tol / (2.0 * (math.log(bounds[1]) - math.log(bounds[0])) /

@@ -92,6 +92,30 @@ def _ridge(lam_inv, phi_h, idx, target):
   return lam_inv @ b
 
 
+def _log_ridge_exp(lam_inv, phi_h, idx, v, a):
+  """[d] log [Lambda^-1 sum_{tau in idx} phi_tau exp(-v_tau / a)]_i (-inf where it is <= 0).
+
+  Per coordinate i, a signed log-sum-exp over the samples with the weights c_tau =
+  [Lambda^-1 phi_tau]_i, shifted by the largest log|c_tau| - v_tau / a: no term overflows and the
+  largest is 1, whatever v / a (a single shift for every coordinate, e.g. the smallest target,
+  underflows to 0 when all the samples of a coordinate lie far above it).
+  """
+  c = lam_inv @ phi_h[idx].T  # [d, n]: c[i, k] = [Lambda^-1 phi_{idx[k]}]_i
+  vv = np.asarray([v[tau] for tau in idx], dtype=np.float64)
+  out = np.full(phi_h.shape[1], -np.inf)
+  for i in range(phi_h.shape[1]):
+    nz = c[i] != 0.0
+    if not nz.any():
+      continue
+    x = np.log(np.abs(c[i, nz])) - vv[nz] / a
+    top = x.max()
+    e = np.exp(x - top)
+    sp, sn = e[c[i, nz] > 0].sum(), e[c[i, nz] < 0].sum()
+    if sp > sn:
+      out[i] = top + math.log(sp - sn)
+  return out
+
+
 def _per_hd(x, H, d, name):
   """A scalar, an [H] (per step) or an [H,d] array, as an [H,d] float array."""
   x = np.asarray(x, dtype=np.float64)
@@ -183,10 +207,11 @@ def r2pvi_kl(ds, weight, beta, lam, *, vmin="data", fail_zero=True, clip="paper"
   """R2PVI-KL: nu_{h,i} = m - weight log(clip(zhat_i, exp(-(top_{h+1} - m)/weight), 1)).
 
   zhat_i = [Lambda_h^-1 sum_tau phi_tau exp(-(V_tau - m)/weight_{h,i})]_i, the ridge estimate of
-  E exp(-V/weight) stabilized by exp(m/weight); top_{h+1} = H - h - 1 is the largest possible
-  V_{h+1}. m: min of the valid targets (vmin="data", the default: no overflow at small weight),
-  0 ("zero": the plain code's form -weight log E exp(-V/weight), here clipped on both sides), or
-  a given number / [H] array (it should not exceed any target). The two-sided clip keeps
+  E exp(-V/weight) stabilized by exp(m/weight), taken in the log domain per coordinate
+  (_log_ridge_exp: exact however far above m the targets lie); top_{h+1} = H - h - 1 is the
+  largest possible V_{h+1}. m: min of the valid targets (vmin="data", the default), 0 ("zero":
+  the plain code's form -weight log E exp(-V/weight), here clipped on both sides), or a given
+  number / [H] array (it should not exceed any target). The two-sided clip keeps
   nu_{h,i} in [m, top_{h+1}]; at h = H-1 every target is 0 and nu = 0. weight must be > 0.
 
   Ridge estimates are not expectations: a non-positive zhat_i (small weight) gives the cap
@@ -205,11 +230,10 @@ def r2pvi_kl(ds, weight, beta, lam, *, vmin="data", fail_zero=True, clip="paper"
     top = float(H - h - 1)
     for i in range(d):
       lw = wt[h, i]
-      z = _ridge(out["lam_inv"][h], phi[h], idx, lambda tau: math.exp(-(v[tau] - m) / lw))
-      zi = min(max(z[i], math.exp(-(top - m) / lw)), 1.0)
-      # log of a clipped zhat that underflowed to 0 (top - m >> weight): use the bound's log.
-      log_zi = math.log(zi) if zi > 0.0 else -(top - m) / lw
-      out["nu"][h, i] = m - lw * log_zi
+      # zhat_i clipped to [exp(-(top - m)/lw), 1] relative to exp(-m/lw), in the log domain:
+      # nu = m - lw log(clip(zhat_i exp(m/lw))) = clip(-lw log zhat_i, m, top) (top if zhat <= 0).
+      log_zi = _log_ridge_exp(out["lam_inv"][h], phi[h], idx, v, lw)[i]
+      out["nu"][h, i] = min(max(-lw * log_zi, m), top) if log_zi > -np.inf else top
     out["w"][h] = theta[h] + out["nu"][h]
 
   return _backward(ds, lam, beta, fail_zero, clip, penalty, step)
@@ -321,17 +345,17 @@ def r2pvi_chi2(ds, weight, beta, lam, *, fail_zero=True, clip="paper", penalty="
 # DRVI-L
 
 
-def drvi_l_objective(z_stab, m, alpha, rho, H):
-  """-alpha log(clip(zhat, exp(-H/alpha), 1)) - alpha rho, with zhat = exp(-m/alpha) z_stab.
+def drvi_l_objective(log_zhat, alpha, rho, H):
+  """-alpha log(clip(zhat, exp(-H/alpha), 1)) - alpha rho from log_zhat = log zhat_i(alpha).
 
-  z_stab = [Lambda^-1 sum phi exp(-(V - m)/alpha)]_i (stabilized by the min target m), so the
-  log is taken in the log domain: -alpha log zhat = m - alpha log z_stab, and the clip becomes
-  [0, H] on that value (a non-positive estimate gives H, the lower clip).
+  log_zhat = log [Lambda^-1 sum phi exp(-V/alpha)]_i (``_log_ridge_exp``, exact for any alpha),
+  so the clip becomes [0, H] on -alpha log zhat (a non-positive estimate, log_zhat = -inf, gives
+  H, the lower clip).
   """
-  if z_stab <= 0.0:
+  if log_zhat == -np.inf:
     val = float(H)
   else:
-    val = min(max(m - alpha * math.log(z_stab), 0.0), float(H))
+    val = min(max(-alpha * log_zhat, 0.0), float(H))
   return val - alpha * rho
 
 
@@ -340,13 +364,14 @@ def drvi_l(ds, rho, beta, lam, *, fail_zero=True, clip="paper", penalty="paper",
   """DRVI-L (KL-constrained): nu_{h,i} = max_{alpha>0} -alpha log(zhat_i(alpha)) - alpha rho_{h,i}.
 
   zhat(alpha) = Lambda_h^-1 sum phi exp(-V/alpha), clipped to [exp(-H/alpha), 1] (computed in the
-  log domain, see drvi_l_objective). The max is searched on ``grid`` (alpha values > 0; default
-  np.logspace(-4, 4, 2000)) and then, if refine, with scipy.optimize.minimize_scalar(bounded) on
-  u = log(alpha): once on [log 1e-4, log 1e4] and once on the bracket around the best grid point;
-  the best of all is kept. TOLERANCE-LIMITED: the result is a lower bound of the sup over alpha>0,
-  exact only up to the optimizer's tolerance (xatol 1e-10 in log alpha), the alpha range
-  [1e-4, 1e4] (a sup approached as alpha -> 0 or infinity is cut there) and multiple local maxima
-  (only the grid's best basin and the whole-range search are refined). Compare with tolerances.
+  log domain per coordinate, see _log_ridge_exp and drvi_l_objective). The max is searched on
+  ``grid`` (alpha values > 0; default np.logspace(-4, 4, 2000)) and then, if refine, with
+  scipy.optimize.minimize_scalar(bounded) on u = log(alpha): once on [log 1e-4, log 1e4] and once
+  on the bracket around the best grid point; the best of all is kept. TOLERANCE-LIMITED: the
+  result is a lower bound of the sup over alpha>0, exact only up to the optimizer's tolerance
+  (xatol 1e-10 in log alpha), the alpha range [1e-4, 1e4] (a sup approached as alpha -> 0 or
+  infinity is cut there) and multiple local maxima (only the grid's best basin and the
+  whole-range search are refined). Compare with tolerances.
   """
   phi, theta = _get(ds, "phi"), _get(ds, "theta")
   H, _, d = phi.shape
@@ -362,12 +387,11 @@ def drvi_l(ds, rho, beta, lam, *, fail_zero=True, clip="paper", penalty="paper",
       out["nu"][h], out["alpha"][h] = 0.0, 0.0  # search would stop at -alpha_min rho instead)
       out["w"][h] = theta[h]
       return
-    m = min((float(v[t]) for t in idx), default=0.0)
     lam_inv = out["lam_inv"][h]
 
     def objs(alpha):  # the objective at alpha, all coordinates (one ridge regression)
-      z = _ridge(lam_inv, phi[h], idx, lambda tau: math.exp(-(v[tau] - m) / alpha))
-      return [drvi_l_objective(z[i], m, alpha, rh[h, i], H) for i in range(d)]
+      log_z = _log_ridge_exp(lam_inv, phi[h], idx, v, alpha)
+      return [drvi_l_objective(log_z[i], alpha, rh[h, i], H) for i in range(d)]
 
     gvals = np.array([objs(float(a)) for a in alphas])  # [G, d]
     srt = np.sort(np.log(alphas))

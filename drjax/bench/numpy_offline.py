@@ -34,18 +34,19 @@ truncation, ``w_{H-1} = theta_{H-1}`` and ``w_h = theta_h + nu_h`` with, per coo
 * R2PVI-TV: ``T_i(v) = min(v, m + weight_i)`` (``m`` = data minimum of ``V_{h+1}``);
 * R2PVI-KL: ``T_i(v) = exp(-(v - m) / weight_i)`` and ``nu_i = m - weight_i clip(log z_i,
   -(top_{h+1} - m) / weight_i, 0)`` (clipped in the log domain, ``log`` of a nonpositive ``z``
-  taken as the lower end);
+  taken as the lower end; ``log z_i`` with the per-coordinate shift of ``_kl_shift``);
 * R2PVI-chi2: ``nu_i = max_{alpha in [0, H]} z_i(alpha) - (z2_i(alpha) - z_i(alpha)^2) / (4
   weight_i)`` (``z``, ``z2`` the ridge estimates of ``[V]_alpha``, ``[V]_alpha^2``): a quadratic in
   alpha between consecutive sorted targets, maximized exactly over every interval (its ends and
   the stationary point of a concave piece) after ONE argsort and prefix sums
   (``drjax/robust.py::chi2_dual_max``);
-* DRVI-L: ``nu_i = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i``, ``zhat(alpha) =
-  exp(-m/alpha) Lambda^-1 sum_n g_n exp(-(v_n - m)/alpha)`` clipped (log domain) to
-  ``[-H/alpha, 0]``, by the same bounded search as ``drjax/robust.py::kl_dual_search``: 64
-  log-spaced alphas in ``[1e-4, 1e4]``, then golden section in ``log alpha`` on the best grid
-  cell's neighbours (bracket clamped to the bounds) for a fixed number of iterations (bracket
-  below ``tol = 1e-6``), all ``d`` coordinates (and seeds) at once.
+* DRVI-L: ``nu_i = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i``, ``zhat_i(alpha) =
+  exp(-t_i/alpha) [Lambda^-1 sum_n g_n exp(-(v_n - t_i)/alpha)]_i`` clipped (log domain) to
+  ``[-H/alpha, 0]`` (``t_i`` the per-coordinate shift of ``drjax/robust.py::_kl_shift``), by
+  the same bounded search as ``drjax/robust.py::kl_dual_search``: 64 log-spaced alphas in
+  ``[1e-4, 1e4]``, then golden section in ``log alpha`` on the best grid cell's neighbours
+  (bracket clamped to the bounds) for a fixed number of iterations (bracket below
+  ``tol = 1e-6``), all ``d`` coordinates (and seeds) at once.
 
 ``check_agreement`` fits drjax and these on the same dataset (float64) and returns the largest
 ``|w_numpy - w_drjax|`` per agent; ``tests/test_bench_offline.py`` requires it below 1e-8 (1e-6
@@ -71,6 +72,24 @@ AGENTS = ("pevi", "drpvi", "va-drpvi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2", "dr
 R2PVI = {"r2pvi-tv": "tv-reg", "r2pvi-kl": "kl-reg", "r2pvi-chi2": "chi2-reg"}  # name -> oracle
 KL_SEARCH_BOUNDS = (1e-4, 1e4)  # robust.KL_SEARCH_BOUNDS
 KL_SEARCH_GRID = 64  # robust.KL_SEARCH_GRID
+
+
+def _kl_support_min(support, v, m):
+  """``[B, d]`` the smallest target among the atoms with ``support [B, d, N]`` (``m [B]`` where
+  none): ``robust._kl_support_min``, batched."""
+  s = np.where(support, v[:, None, :], np.inf).min(axis=-1)
+  return np.where(np.isfinite(s), s, m[:, None])
+
+
+def _kl_shift(s, m, scale):
+  """``robust._kl_shift``, batched: the per-coordinate exponent shift ``t = clip(m, s - K a,
+  s + K a)`` with ``K = -log(tiny) / 2``, and ``K``. ``s [B, d]`` (``_kl_support_min``),
+  ``m [B]``, ``scale [B, d]`` or ``[B, G, d]``; ``t`` has ``scale``'s shape."""
+  k = -0.5 * math.log(float(np.finfo(s.dtype).tiny))
+  if scale.ndim == 3:
+    s = s[:, None, :]
+  mm = m.reshape(m.shape + (1,) * (scale.ndim - 1))
+  return np.clip(mm, s - k * scale, s + k * scale), k
 
 
 class NpDataset(NamedTuple):
@@ -239,15 +258,19 @@ def tv_reg_nu(pinv, g, v, m, weight):
 def kl_reg_nu(pinv, g, v, valid, m, weight, top):
   """R2PVI-KL: ``nu_i = m - weight_i clip(log z_i, -(top - m)/weight_i, 0)``, ``z_i = [pinv sum_n
   g_n exp(-(v_n - m)/weight_i)]_i`` (``v`` replaced by ``m`` off ``valid``; ``log`` of a
-  nonpositive ``z`` is the lower end), as ``pieces.kl_reg_oracle``. Shapes as ``tv_reg_nu``,
+  nonpositive ``z`` is the lower end), as ``pieces.kl_reg_oracle``: ``log z_i`` taken with the
+  per-coordinate shift ``t_i`` (``_kl_shift``), so it never underflows. Shapes as ``tv_reg_nu``,
   ``valid [B, N]``, ``top`` a scalar."""
   dtype = g.dtype
   vm = np.where(valid, v, m[:, None])
-  u = np.exp(-(vm[..., None] - m[:, None, None]) / weight[:, None, :])  # [B, N, d] in (0, 1]
+  support = np.matmul((pinv != 0).astype(dtype), np.swapaxes(g != 0, -1, -2).astype(dtype)) > 0
+  t, k = _kl_shift(_kl_support_min(support, vm, m), m, weight)  # [B, d]
+  e = -(vm[..., None] - t[:, None, :]) / weight[:, None, :]  # [B, N, d]
+  u = np.exp(np.minimum(e, k))
   z = _diag_of_product(pinv, np.matmul(np.swapaxes(g, -1, -2), u))
   log_lo = -(dtype.type(top) - m[:, None]) / weight
   tiny = np.finfo(dtype).tiny
-  logz = np.where(z > 0, np.log(np.maximum(z, tiny)), log_lo)
+  logz = np.where(z > 0, -(t - m[:, None]) / weight + np.log(np.maximum(z, tiny)), log_lo)
   return m[:, None] - weight * np.clip(logz, log_lo, 0.0)
 
 
@@ -314,10 +337,12 @@ def kl_con_nu(pinv, g, v, valid, rho, horizon, *, tol: float = 1e-6,
   """DRVI-L: ``nu_i = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i`` by
   ``robust.kl_dual_search``'s bounded search (NOT exact; the same grid, bracket and iterations).
 
-  ``zhat(alpha) = exp(-m/alpha) M exp(-(v - m)/alpha)`` (``M = pinv g^T``, ``m`` the minimum of
-  ``v`` over ``valid``), its log clipped to ``[-H/alpha, 0]`` (``-inf``, hence the lower end, where
-  the estimate is nonpositive). ``grid_size`` log-spaced alphas in ``bounds`` (one ``[d, N] x
-  [N, G]`` product), then golden section in ``log alpha`` on ``[la_j - step, la_j + step]``
+  ``zhat_i(alpha) = exp(-t_i/alpha) [M exp(-(v - t_i)/alpha)]_i`` (``M = pinv g^T``, ``t`` the
+  per-coordinate shift of ``_kl_shift``, ``m`` the minimum of ``v`` over ``valid`` wherever
+  that is safe), its log clipped to ``[-H/alpha, 0]`` (``-inf``, hence the lower end, where the
+  estimate is nonpositive). ``grid_size`` log-spaced alphas in ``bounds`` (one ``[d, N] x
+  [N, G]`` product, the grid points where a coordinate needs its own shift again per
+  coordinate), then golden section in ``log alpha`` on ``[la_j - step, la_j + step]``
   (clamped to the bounds) around each coordinate's best grid point, every coordinate at once;
   the result is the best value seen. Batched: ``pinv [B, d, d]``, ``g [B, N, d]``, ``v [B, N]``,
   ``valid [B, N]``, ``rho [B, d]``; returns ``[B, d]``.
@@ -328,31 +353,41 @@ def kl_con_nu(pinv, g, v, valid, rho, horizon, *, tol: float = 1e-6,
   M = np.matmul(pinv, np.swapaxes(g, -1, -2))  # [B, d, N]
   m = np.where(valid, v, np.inf).min(axis=-1)  # [B]
   m = np.where(np.isfinite(m), m, 0.0).astype(dtype)
-  excess = np.where(valid, v, m[:, None]) - m[:, None]  # [B, N] >= 0
+  vm = np.where(valid, v, m[:, None])
+  excess = vm - m[:, None]  # [B, N] >= 0
+  s_min = _kl_support_min(M != 0, vm, m)  # [B, d]
   tiny = np.finfo(dtype).tiny
 
-  def value(alpha, zu, m_, rho_):
-    logz = np.where(zu > 0, -m_ / alpha + np.log(np.maximum(zu, tiny)), -np.inf)
+  def value(alpha, zu, t, rho_):
+    logz = np.where(zu > 0, -t / alpha + np.log(np.maximum(zu, tiny)), -np.inf)
     logz = np.clip(logz, -H / alpha, 0.0)
     return -alpha * logz - alpha * rho_
 
   la = np.linspace(math.log(bounds[0]), math.log(bounds[1]), grid_size, dtype=dtype)
   ga = np.exp(la)  # [G]
   u = np.exp(-excess[:, None, :] / ga[None, :, None])  # [B, G, N]
-  grid_vals = value(ga[None, None, :], np.matmul(M, np.swapaxes(u, -1, -2)), m[:, None, None],
-                    rho[..., None])  # [B, d, G]
+  zu = np.matmul(M, np.swapaxes(u, -1, -2))  # [B, d, G]: one shift m for every coordinate
+  t_grid, k = _kl_shift(s_min, m, np.broadcast_to(ga[None, :, None], (B, grid_size, d)))
+  own = t_grid != m[:, None, None]  # [B, G, d]: coordinates that need their own shift
+  bi, gi = np.nonzero(own.any(axis=-1))
+  if bi.size:  # those grid points' sums again, with the per-coordinate shift
+    e = -(vm[bi, None, :] - t_grid[bi, gi, :, None]) / ga[gi, None, None]  # [K, d, N]
+    zc = np.einsum("kdn,kdn->kd", M[bi], np.exp(np.minimum(e, k)))
+    zu[bi, :, gi] = np.where(own[bi, gi], zc, zu[bi, :, gi])
+  grid_vals = value(ga[None, None, :], zu, np.swapaxes(t_grid, -1, -2), rho[..., None])  # [B,d,G]
   j = np.argmax(grid_vals, axis=-1)  # [B, d]
   step = la[1] - la[0]
   a = np.maximum(la[j] - step, la[0])
   b = np.minimum(la[j] + step, la[-1])
-  neg_excess = -excess[:, None, :]  # [B, 1, N]
 
   def f(x):  # x [B, d] log alpha per coordinate
     alpha = np.exp(x)
-    e = neg_excess / alpha[..., None]  # [B, d, N]
+    t, _ = _kl_shift(s_min, m, alpha)
+    e = -(vm[:, None, :] - t[..., None]) / alpha[..., None]  # [B, d, N]
+    np.minimum(e, k, out=e)
     np.exp(e, out=e)
     zu = np.einsum("bdn,bdn->bd", M, e)
-    return value(alpha, zu, m[:, None], rho)
+    return value(alpha, zu, t, rho)
 
   invphi = (math.sqrt(5.0) - 1.0) / 2.0
   x1 = b - invphi * (b - a)
