@@ -52,11 +52,14 @@ class HParams(NamedTuple):
     rho: ``[H, d]`` uncertainty levels rho_{h,i} in [0, 1] (ignored by LSVI-UCB).
     beta: ``[]`` bonus multiplier, >= 0.
     lam: ``[]`` ridge regularizer lambda, > 0.
+
+  The field defaults are the declared defaults of the registry and the sweeps (the
+  experiments' rho 0, beta 1, lambda 0.1).
   """
 
-  rho: Array
-  beta: Array
-  lam: Array
+  rho: Array = 0.0
+  beta: Array = 1.0
+  lam: Array = 0.1
 
 
 class AgentState(NamedTuple):

@@ -59,16 +59,16 @@ class PEVIHParams(NamedTuple):
   """PEVI's traced hyperparameters: ``beta [...]`` penalty multiplier >= 0, ``lam [...]`` ridge
   > 0."""
 
-  beta: Array
-  lam: Array
+  beta: Array = 1.0
+  lam: Array = 0.1
 
 
 class DRPVIHParams(NamedTuple):
   """DRPVI's traced hyperparameters: ``rho [..., H, d]`` in [0, 1], ``beta``, ``lam``."""
 
-  rho: Array
-  beta: Array
-  lam: Array
+  rho: Array = 0.0
+  beta: Array = 1.0
+  lam: Array = 0.1
 
 
 class VADRPVIHParams(NamedTuple):
@@ -76,10 +76,10 @@ class VADRPVIHParams(NamedTuple):
   pessimistic shift subtracted from the variance estimate (eq. 5.3's ``O~(d H^3 / sqrt(K
   kappa))`` term; 0 in the authors' code)."""
 
-  rho: Array
-  beta: Array
-  lam: Array
-  var_shift: Array
+  rho: Array = 0.0
+  beta: Array = 1.0
+  lam: Array = 0.1
+  var_shift: Array = 0.0
 
 
 class R2PVIHParams(NamedTuple):
@@ -87,18 +87,18 @@ class R2PVIHParams(NamedTuple):
   weight of the divergence penalty in the robust *regularized* Bellman equation (the paper's
   lambda; named apart from the ridge ``lam``), ``beta``, ``lam``."""
 
-  reg_weight: Array
-  beta: Array
-  lam: Array
+  reg_weight: Array = 0.1
+  beta: Array = 1.0
+  lam: Array = 0.1
 
 
 class DRVILHParams(NamedTuple):
   """DRVI-L's traced hyperparameters (Ma et al. 2022): ``rho [..., H, d]`` >= 0, the KL radius
   (not bounded by 1), ``beta``, ``lam``."""
 
-  rho: Array
-  beta: Array
-  lam: Array
+  rho: Array = 0.0
+  beta: Array = 1.0
+  lam: Array = 0.1
 
 
 _RHO_MAX = {DRVILHParams: np.inf}  # KL radii are unbounded; TV radii lie in [0, 1]
@@ -269,6 +269,7 @@ def check_hparams(agent: OfflineAgent, hparams) -> None:
   _validate_fields(hparams, agent.config.horizon, agent.config.feature_dim, agent.name)
 
 
+# The built-in hyperparameters' declared defaults (the NamedTuples' field defaults).
 EXPERIMENT_DEFAULTS = {"beta": 1.0, "lam": 0.1, "rho": 0.0, "var_shift": 0.0, "reg_weight": 0.1}
 HD_FIELDS = ("rho", "reg_weight")  # [H, d] per-(step, factor) hyperparameters
 
@@ -299,8 +300,10 @@ def theory_hparams(agent: OfflineAgent, num_trajectories: int, delta: float = 0.
 
 
 def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
-  """Validated hyperparameters of ``agent`` (defaults: the experiments' ``beta = 1``,
-  ``lam = 0.1``, ``rho = 0``, ``var_shift = 0``; ``theory_hparams`` gives the papers' constants).
+  """Validated hyperparameters of ``agent`` (defaults: the hyperparameter NamedTuple's field
+  defaults, for the built-in agents the experiments' ``beta = 1``, ``lam = 0.1``, ``rho = 0``,
+  ``var_shift = 0``, ``reg_weight = 0.1``; ``theory_hparams`` gives the papers' constants). A
+  field without a default and without a value is a ``ValueError`` naming it.
 
   ``rho`` may be a scalar (every (h, i)) or an ``[..., H, d]`` array; leading batch axes of the
   fields are broadcast to one common batch shape, so ``jax.vmap`` over the result (``in_axes=0``)
@@ -316,9 +319,14 @@ def make_hparams(agent: OfflineAgent, *, dtype=None, **values):
     raise ValueError(f"{agent.name} has no hyperparameter {', '.join(map(repr, unknown))} (its "
                      f"hyperparameters: {', '.join(cls._fields)})")
   H, d = agent.config.horizon, agent.config.feature_dim
+  defaults = cls._field_defaults
+  missing = [f for f in cls._fields if f not in values and f not in defaults]
+  if missing:
+    raise ValueError(f"{agent.name}: hyperparameter {', '.join(map(repr, missing))} has no "
+                     f"default; give a value ({', '.join(f'{m}=...' for m in missing)})")
   out = {}
   for f in cls._fields:
-    x = values.get(f, EXPERIMENT_DEFAULTS[f])
+    x = values[f] if f in values else defaults[f]
     _checks.require_concrete(f, x, "make_hparams validates its values on the host")
     x = _checks._values(f"{agent.name} hparams.{f}", x)  # pylint: disable=protected-access
     if f in HD_FIELDS and x.ndim == 0:

@@ -52,7 +52,14 @@ class AgentSpec:
     options: static options the factory accepts.
     color: matplotlib color used in figures.
     needs_pilot: offline agents that need an independent pilot dataset (VA-DRPVI).
-    make_hparams_fn: ``(agent, horizon, feature_dim, **values) -> hparams``.
+    make_hparams_fn: ``(spec, horizon, feature_dim, num_actions, **values) -> hparams``
+      (default: the online or offline agents' ``make_hparams``, by ``kind``).
+    hparams_type: the agent's hyperparameter ``NamedTuple``: its fields are the declared traced
+      hyperparameters (``hparams`` must list them, in order) and its field defaults the declared
+      defaults (``defaults``). A field without a default must be given a value (in
+      ``make_hparams``, ``drjax.sweep``, ``drjax sweep --hparam NAME=...``): it never becomes 0.
+    hparam_defaults: the declared defaults when they are not ``hparams_type``'s (LSVI-UCB, whose
+      ``HParams`` carries a rho it ignores).
   """
 
   name: str
@@ -67,6 +74,28 @@ class AgentSpec:
   color: str = "black"
   needs_pilot: bool = False
   make_hparams_fn: Callable | None = None
+  hparams_type: type | None = None
+  hparam_defaults: dict | None = None
+
+  @property
+  def defaults(self) -> dict:
+    """The declared default of each hyperparameter that has one (``hparams_type``'s field
+    defaults)."""
+    if self.hparam_defaults is not None:
+      return dict(self.hparam_defaults)
+    if self.hparams_type is None:
+      return {}
+    return {f: x for f, x in getattr(self.hparams_type, "_field_defaults", {}).items()
+            if f in self.hparams}
+
+  def missing(self, given) -> tuple[str, ...]:
+    """The declared hyperparameters with neither a value in ``given`` nor a default."""
+    defaults = self.defaults
+    return tuple(f for f in self.hparams if f not in given and f not in defaults)
+
+  def replace(self, **changes) -> "AgentSpec":
+    """A copy with ``changes`` (derive a variant's spec from a built-in one)."""
+    return dataclasses.replace(self, **changes)
 
   @property
   def robust(self) -> bool:
@@ -93,6 +122,13 @@ def register(spec: AgentSpec) -> AgentSpec:
                     f"**options) -> agent, got {type(spec.factory).__name__}")
   if spec.kind not in ("online", "offline"):
     raise ValueError(f"kind must be 'online' or 'offline', got {spec.kind!r}")
+  if spec.hparams_type is not None:
+    fields = tuple(getattr(spec.hparams_type, "_fields", ()))
+    if not fields:
+      raise TypeError(f"spec.hparams_type must be a NamedTuple class, got {spec.hparams_type!r}")
+    if tuple(spec.hparams) != fields:
+      raise ValueError(f"spec.hparams {tuple(spec.hparams)} must list hparams_type's fields "
+                       f"{fields} in order")
   if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
     raise ValueError(f"agent {spec.name!r} is already registered")
   _REGISTRY[spec.name] = spec
@@ -100,7 +136,8 @@ def register(spec: AgentSpec) -> AgentSpec:
 
 
 def names(kind: str | None = None) -> tuple[str, ...]:
-  """Registered names, in registration order (``kind``: only online or offline agents)."""
+  """Registered names, in registration order (``kind``: only online or offline agents); read
+  when called, so agents registered later (plugins) are included."""
   _check_kind(kind)
   _load()
   return tuple(n for n, s in _REGISTRY.items() if kind is None or s.kind == kind)
@@ -164,15 +201,23 @@ def make_hparams(name: str, env, **values):
   """Validated hyperparameters of agent ``name`` for ``env`` / ``(H, d, A)``.
 
   Only the agent's own hyperparameters are accepted (``ValueError`` naming any other, e.g. rho
-  for PEVI); missing ones take the experiments' defaults (beta 1, lambda 0.1, rho 0).
+  for PEVI); missing ones take their declared defaults (``AgentSpec.defaults``: the
+  experiments' beta 1, lambda 0.1, rho 0 for the built-in agents). A declared hyperparameter
+  with no default and no value is a ``ValueError`` naming it.
   """
   spec = get(name)
   unknown = sorted(set(values) - set(spec.hparams) - {"dtype"})
   if unknown:
     raise ValueError(f"agent {name!r} has no hyperparameter {', '.join(map(repr, unknown))} "
                      f"(its hyperparameters: {', '.join(spec.hparams)})")
+  missing = spec.missing(values)
+  if missing:
+    raise ValueError(f"agent {name!r}: hyperparameter {', '.join(map(repr, missing))} has no "
+                     f"default; give a value ({', '.join(f'{m}=...' for m in missing)})")
   H, d, A = _dims(env)
-  return spec.make_hparams_fn(spec, H, d, A, **values)
+  values = {**spec.defaults, **values}
+  fn = spec.make_hparams_fn or (_online_hparams if spec.kind == "online" else _offline_hparams)
+  return fn(spec, H, d, A, **values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,10 +226,22 @@ def make_hparams(name: str, env, **values):
 
 def _online_hparams(spec, H, d, A, dtype=None, **values):
   from drjax.agents import base  # pylint: disable=g-import-not-at-top
-  values.setdefault("beta", 1.0)
-  values.setdefault("lam", 0.1)
-  rho = values.pop("rho", 0.0)
-  return base.make_hparams(H, d, rho=rho, dtype=dtype, **values)
+  from drjax import _checks  # pylint: disable=g-import-not-at-top
+  hp_type = spec.hparams_type or base.HParams
+  extra = {f: values.pop(f) for f in list(values) if f not in ("rho", "beta", "lam")}
+  hp = base.make_hparams(H, d, rho=values.pop("rho", 0.0), dtype=dtype, **values)
+  if not extra:
+    return hp if hp_type is base.HParams else hp_type(**hp._asdict())
+  for f, x in extra.items():  # a plugin's own scalar hyperparameters: finite numbers
+    _checks.require_concrete(f, x, "make_hparams validates its values on the host")
+    _checks.number(f"{spec.name} hparams.{f}", x)
+  out = {**hp._asdict(), **{f: jax_asarray(x, hp.beta.dtype) for f, x in extra.items()}}
+  return hp_type(**{f: out[f] for f in hp_type._fields})
+
+
+def jax_asarray(x, dtype):
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  return jnp.asarray(x, dtype)
 
 
 def _offline_hparams(spec, H, d, A, dtype=None, **values):
@@ -205,45 +262,60 @@ _LOADED = False
 
 
 def _load() -> None:
-  """Registers the built-in agents once (modules are imported when an agent is built)."""
+  """Registers the built-in agents once (modules are imported when an agent is built), then the
+  installed ``drjax.agents`` entry points (``drjax.plugins``)."""
   global _LOADED
   if _LOADED:
     return
   _LOADED = True
+  _register_builtins()
+  from drjax import plugins  # pylint: disable=g-import-not-at-top
+  plugins.load_entry_points("drjax.agents")
+
+
+def _hp(module: str, cls: str):
+  import importlib  # pylint: disable=g-import-not-at-top
+  return getattr(importlib.import_module(module), cls)
+
+
+def _register_builtins() -> None:
+  """The nine built-in agents."""
   online_opts = ("bonus", "alpha", "grid_size", "tie_break", "solver", "known")
   register(AgentSpec(
       "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, AISTATS 2024 (Algorithm 1)", _lazy("drjax.agents.lsvi", "dr_lsvi_ucb"),
-      online_opts, "tab:red", make_hparams_fn=_online_hparams))
+      online_opts, "tab:red", hparams_type=_hp("drjax.agents.base", "HParams")))
+  lsvi_defaults = {"beta": 1.0, "lam": 0.1}
   register(AgentSpec(
       "lsvi-ucb", "LSVI-UCB", "online", "none", "none", ("beta", "lam"),
       "Jin, Yang, Wang & Jordan, COLT 2020", _lazy("drjax.agents.lsvi", "lsvi_ucb"),
       ("clip", "tie_break", "fail_zero", "solver", "known"), "tab:blue",
-      make_hparams_fn=_online_hparams))
-  offline_opts = ("truncation", "fail_zero", "tie_break")
+      hparam_defaults=lsvi_defaults))
+  offline_opts = ("truncation", "fail_zero", "tie_break", "known")
+  off = "drjax.agents.offline"
   robust_opts = offline_opts + ("penalty", "vmin")
   register(AgentSpec(
       "pevi", "PEVI", "offline", "none", "none", ("beta", "lam"),
       "Jin, Yang & Wang, ICML 2021", _lazy("drjax.agents.offline", "pevi"), offline_opts,
-      "tab:green", make_hparams_fn=_offline_hparams))
+      "tab:green", hparams_type=_hp(off, "PEVIHParams")))
   register(AgentSpec(
       "drpvi", "DRPVI", "offline", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 1)", _lazy("drjax.agents.offline", "drpvi"),
-      robust_opts, "tab:orange", make_hparams_fn=_offline_hparams))
+      robust_opts, "tab:orange", hparams_type=_hp(off, "DRPVIHParams")))
   register(AgentSpec(
       "va-drpvi", "VA-DRPVI", "offline", "tv", "constrained",
       ("rho", "beta", "lam", "var_shift"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 3; Algorithm 2 as variance='alg2')",
       _lazy("drjax.agents.offline", "va_drpvi"), robust_opts + ("variance", "grid_size"),
-      "tab:purple", needs_pilot=True, make_hparams_fn=_offline_hparams))
+      "tab:purple", needs_pilot=True, hparams_type=_hp(off, "VADRPVIHParams")))
   for div, display, color in (("tv", "R2PVI-TV", "tab:olive"), ("kl", "R2PVI-KL", "tab:cyan"),
                               ("chi2", "R2PVI-chi2", "tab:brown")):
     register(AgentSpec(
         f"r2pvi-{div}", display, "offline", div, "regularized", ("reg_weight", "beta", "lam"),
         "Tang, Liu & Xu, ICML 2025 (R2PVI)", _lazy("drjax.agents.offline", f"r2pvi_{div}"),
-        robust_opts, color, make_hparams_fn=_offline_hparams))
+        robust_opts, color, hparams_type=_hp(off, "R2PVIHParams")))
   register(AgentSpec(
       "drvi-l", "DRVI-L", "offline", "kl", "constrained", ("rho", "beta", "lam"),
       "Ma et al. 2022 (the R2PVI paper's DRVI-L baseline)", _lazy("drjax.agents.offline", "drvi_l"),
-      ("truncation", "fail_zero", "tie_break", "penalty", "tol"), "tab:pink",
-      make_hparams_fn=_offline_hparams))
+      ("truncation", "fail_zero", "tie_break", "penalty", "tol", "known"), "tab:pink",
+      hparams_type=_hp(off, "DRVILHParams")))

@@ -57,6 +57,30 @@ SWEEP_SPECS = {
 }
 
 
+def register(name: str, cls, sweep: SweepSpec | None = None) -> None:
+  """Registers an environment class ``cls`` (``cls(**env_args)`` builds it) under ``name``, for
+  ``make`` and, with a ``SweepSpec``, for ``drjax.sweeps`` / ``drjax sweep --env name``. Plugins
+  call this (``drjax.plugins``); a name registered twice with another class is an error."""
+  if not isinstance(name, str) or not name:
+    raise TypeError(f"name must be a non-empty string, got {name!r}")
+  if not callable(cls):
+    raise TypeError(f"cls must be an environment class, got {cls!r}")
+  if sweep is not None and not isinstance(sweep, SweepSpec):
+    raise TypeError(f"sweep must be a SweepSpec or None, got {type(sweep).__name__}")
+  if name in _REGISTRY and _REGISTRY[name] is not cls:
+    raise ValueError(f"environment {name!r} is already registered")
+  _REGISTRY[name] = cls
+  if sweep is not None:
+    SWEEP_SPECS[name] = sweep
+
+
+def names() -> tuple[str, ...]:
+  """Registered environment names (installed ``drjax.envs`` entry points included)."""
+  from drjax import plugins  # pylint: disable=g-import-not-at-top
+  plugins.load_entry_points("drjax.envs")
+  return tuple(_REGISTRY)
+
+
 def make(name: str, **kwargs) -> Environment:
   """Builds the environment registered as ``name`` with constructor ``kwargs``.
 
@@ -70,7 +94,7 @@ def make(name: str, **kwargs) -> Environment:
     The environment; raises ``ValueError`` for an unknown name or invalid arguments.
   """
   from drjax import _checks  # pylint: disable=g-import-not-at-top
-  _checks.choice("name", name, tuple(sorted(_REGISTRY)))
+  _checks.choice("name", name, tuple(sorted(names())))
   return _REGISTRY[name](**kwargs)
 
 
@@ -92,6 +116,8 @@ __all__ = [
     "action_vectors",
     "fixed_initial_price",
     "make",
+    "names",
+    "register",
     "random_linear_drmdp",
     "target_params",
 ]

@@ -68,9 +68,9 @@ from __future__ import annotations
 # The names of the former single module, re-exported (the package's API is unchanged).
 # pylint: disable=unused-import
 from drjax.sweeps.errors import SweepError, SweepInterrupted, SweepTypeError
-from drjax.sweeps.config import (ACCELERATOR_MEMORY_FRACTION, AGENTS, BEHAVIORS, DEFAULT_AGENTS,
-                                 DEFAULT_MEMORY_MB, ENV_ARGS, ENV_PARAMS, ENVS, TARGETS,
-                                 SweepConfig, auto_memory_mb, make_env, target_values, validate)
+from drjax.sweeps.config import (ACCELERATOR_MEMORY_FRACTION, BEHAVIORS, DEFAULT_AGENTS,
+                                 DEFAULT_MEMORY_MB, SweepConfig, agent_names, auto_memory_mb,
+                                 env_names, make_env, target_values, validate)
 from drjax.sweeps.grid import Layout, bytes_per_run, layout
 from drjax.sweeps.program import ordered_sum
 from drjax.sweeps.storage import (CHUNK_DIR, FORMAT, LAYOUT_FIELDS, RESULTS, _write_chunk,
@@ -78,6 +78,14 @@ from drjax.sweeps.storage import (CHUNK_DIR, FORMAT, LAYOUT_FIELDS, RESULTS, _wr
                                   stored_layout)
 from drjax.sweeps.tables import ROW_GROUP, STATS, setting_columns, summarize
 from drjax.sweeps.running import SweepResult, merge, run
+
+def __getattr__(name):
+  """``AGENTS``, ``ENVS``, ``ENV_PARAMS``, ``TARGETS``, ``ENV_ARGS``: the registries now."""
+  if name in ("AGENTS", "ENVS", "ENV_PARAMS", "TARGETS", "ENV_ARGS"):
+    from drjax.sweeps import config  # pylint: disable=g-import-not-at-top
+    return getattr(config, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AGENTS",

@@ -25,15 +25,53 @@ from drjax.agents import registry
 from drjax.agents.base import BONUS_FORMS, CLIP_FORMS, TIE_BREAKS
 from drjax.sweeps.errors import SweepTypeError, _Error
 
-AGENTS = registry.names()  # every registered agent (drjax.agents.registry)
-DEFAULT_AGENTS = registry.names("online")
+DEFAULT_AGENTS = ("dr-lsvi-ucb", "lsvi-ucb")  # the default of SweepConfig.agents
 BEHAVIORS = ("uniform", "fixed:<action>")  # offline agents' data-collection policy
-# The environments a sweep runs, from the environment registry (drjax.envs.SWEEP_SPECS): the
-# source parameters that may be swept, the target family of each and the constructor arguments.
-ENVS = tuple(envs.SWEEP_SPECS)
-ENV_PARAMS = {name: s.params for name, s in envs.SWEEP_SPECS.items()}
-TARGETS = {name: s.target for name, s in envs.SWEEP_SPECS.items() if s.target is not None}
-ENV_ARGS = {name: s.args for name, s in envs.SWEEP_SPECS.items()}
+# Hyperparameters with a sweep field of their own (--rho, --beta, --lam, --reg-weight); any
+# other declared hyperparameter of an agent is an axis of ``SweepConfig.hparams``.
+NAMED_HPARAMS = ("rho", "beta", "lam", "reg_weight")
+
+
+# The registered agents and environments are read when used, never copied at import: an agent or
+# environment registered later (a plugin, drjax.plugins) is as good as a built-in one.
+def agent_names() -> tuple[str, ...]:
+  """Every registered agent (``drjax.agents.registry.names()``)."""
+  return registry.names()
+
+
+def env_names() -> tuple[str, ...]:
+  """The environments a sweep runs (``drjax.envs.SWEEP_SPECS``, plugins included)."""
+  envs.names()  # loads the environment entry points
+  return tuple(envs.SWEEP_SPECS)
+
+
+def env_params(name: str) -> tuple:
+  """The source parameters of environment ``name`` that may be swept."""
+  return envs.SWEEP_SPECS[name].params
+
+
+def env_target(name: str) -> str | None:
+  """The target family's parameter of environment ``name`` (None: no target family)."""
+  return envs.SWEEP_SPECS[name].target
+
+
+def __getattr__(name):
+  """``AGENTS``, ``ENVS``, ``ENV_PARAMS``, ``TARGETS``, ``ENV_ARGS``: the registries as they are
+  now (computed on access)."""
+  specs = lambda: {n: envs.SWEEP_SPECS[n] for n in env_names()}  # noqa: E731
+  if name == "AGENTS":
+    return agent_names()
+  if name == "ENVS":
+    return env_names()
+  if name == "ENV_PARAMS":
+    return {n: s.params for n, s in specs().items()}
+  if name == "TARGETS":
+    return {n: s.target for n, s in specs().items() if s.target is not None}
+  if name == "ENV_ARGS":
+    return {n: s.args for n, s in specs().items()}
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DEFAULT_MEMORY_MB = 512.0  # a chunk's budget on CPU (host memory, shared with everything else)
 # On an accelerator, ``memory_mb=None`` budgets this fraction of the first device's memory limit
 # (``memory_stats()["bytes_limit"]``): the per-run estimate (``grid.bytes_per_run``) is calibrated
@@ -107,6 +145,12 @@ class SweepConfig:
       ``"fixed:A"`` (always action A; ``"fixed:1"`` holds the put option, as the R2PVI code).
     reg_weight: regularization weights (> 0) of the robust regularized agents (R2PVI), a sweep
       axis of theirs (every (h, i)).
+    hparams: any other declared hyperparameter of the agents (``AgentSpec.hparams``) -> its
+      values (finite numbers, scalars): an axis that applies to the agents that declare it
+      (VA-DRPVI's ``var_shift``, a plugin's ``kappa``); the others ignore it. A declared
+      hyperparameter with neither values here nor a declared default is an error naming it.
+    plugins: plugin modules or ``.py`` files (``drjax.plugins``) loaded before the config is
+      validated, so that a stored config (``--resume``, ``--merge``) finds its agents again.
   """
 
   env: str = "linear-mdp"
@@ -133,6 +177,8 @@ class SweepConfig:
   trajectories: tuple = (100,)
   behavior: str = "uniform"
   reg_weight: tuple = (0.1,)
+  hparams: dict = dataclasses.field(default_factory=dict)
+  plugins: tuple = ()
 
   # -------------------------------------------------------------- (de)serialization
   def to_dict(self) -> dict:
@@ -157,6 +203,10 @@ class SweepConfig:
         d[k] = tup(d[k])
     if "env_params" in d:
       d["env_params"] = {k: tuple(v) for k, v in d["env_params"].items()}
+    if isinstance(d.get("hparams"), dict):
+      d["hparams"] = {k: tup(v) for k, v in d["hparams"].items()}
+    if d.get("plugins") is not None:
+      d["plugins"] = tup(d["plugins"])
     return cls(**d)
 
 
@@ -186,9 +236,9 @@ def _floats(field: str, values, *, lo=None, hi=None, lo_open=False) -> tuple:
 
 def make_env(config: SweepConfig):
   """The environment of ``config`` (``ValueError`` for a bad name or constructor argument)."""
-  if config.env not in ENVS:
-    raise _Error("env", f"must be one of {', '.join(ENVS)}, got {config.env!r}")
-  allowed = ENV_ARGS[config.env]
+  if config.env not in env_names():
+    raise _Error("env", f"must be one of {', '.join(env_names())}, got {config.env!r}")
+  allowed = envs.SWEEP_SPECS[config.env].args
   for k in config.env_args:
     if k not in allowed:
       raise _Error("env_args", f"unknown argument {k!r} for {config.env} (allowed: "
@@ -311,13 +361,61 @@ def _check_types(c: SweepConfig) -> None:
       raise SweepTypeError(name, f"must be {what}, got {type(v).__name__} {v!r}")
   if c.agents is None:
     raise SweepTypeError("agents", "must be a list of agent names, got None")
-  for name in ("env_args", "env_params"):
+  if not isinstance(c.plugins, (list, tuple)) or not all(isinstance(p, str) for p in c.plugins):
+    raise SweepTypeError("plugins", f"must be a list of module names or .py paths, got "
+                                    f"{c.plugins!r}")
+  for name in ("env_args", "env_params", "hparams"):
     if not isinstance(getattr(c, name), dict):
       raise SweepTypeError(name, f"must be a dict, got {type(getattr(c, name)).__name__} "
                                  f"{getattr(c, name)!r}")
   for k, v in c.env_params.items():
     if isinstance(v, (str, bytes)):
       raise SweepTypeError("env_params", f"{k}: must be a list of numbers, got the string {v!r}")
+
+
+def _load_plugins(specs) -> tuple:
+  """Loads the config's plugins; returns their recorded form (absolute paths for files)."""
+  from drjax import plugins  # pylint: disable=g-import-not-at-top
+  out = []
+  for spec in specs:
+    try:
+      plugins.load(spec)
+    except (plugins.PluginError, TypeError) as e:
+      raise _Error("plugins", str(e)) from None
+    out.append(plugins.resolve(spec))
+  return tuple(out)
+
+
+def _check_hparams(c: SweepConfig) -> dict:
+  """The ``hparams`` axes, checked: each a declared hyperparameter of at least one of the agents
+  (and not one with a field of its own), finite numbers; and every declared hyperparameter of
+  every agent has values or a declared default."""
+  out = {}
+  declared = {a: registry.get(a).hparams for a in c.agents}
+  for name, values in c.hparams.items():
+    if not isinstance(name, str):
+      raise _Error("hparams", f"names must be strings, got {name!r}")
+    if name in NAMED_HPARAMS:
+      flag = name.replace("_", "-")
+      raise _Error("hparams", f"{name} has a field of its own: use {name}=... (--{flag})")
+    if not any(name in h for h in declared.values()):
+      raise _Error("hparams", f"{name!r} is not a hyperparameter of any of the agents "
+                              f"{', '.join(c.agents)} (theirs: "
+                              f"{', '.join(sorted(set().union(*declared.values())))})")
+    if isinstance(values, (str, bytes)):
+      raise SweepTypeError("hparams", f"{name}: must be a list of numbers, got {values!r}")
+    vals = _floats(f"hparams {name}", values)
+    if len(set(vals)) != len(vals):
+      raise _Error("hparams", f"{name}: duplicate value in {list(vals)}")
+    out[name] = vals
+  for a in c.agents:
+    spec = registry.get(a)
+    missing = spec.missing(set(NAMED_HPARAMS) | set(out))
+    if missing:
+      raise _Error("hparams", f"agent {a!r}: hyperparameter {', '.join(map(repr, missing))} has "
+                              f"no default; give its values (--hparam {missing[0]}=V1,V2,... / "
+                              f"hparams={{{missing[0]!r}: (...)}})")
+  return out
 
 
 def validate(config: SweepConfig) -> SweepConfig:
@@ -330,13 +428,15 @@ def validate(config: SweepConfig) -> SweepConfig:
   """
   c = config
   _check_types(c)
+  plugins = _load_plugins(c.plugins)
   env = make_env(c)
   H, d = env.horizon, env.feature_dim
   if not c.agents:
-    raise _Error("agents", f"needs at least one of {', '.join(AGENTS)}")
+    raise _Error("agents", f"needs at least one of {', '.join(agent_names())}")
   for a in c.agents:
-    if a not in AGENTS:
-      raise _Error("agents", f"unknown agent {a!r}; registered agents: {', '.join(AGENTS)}")
+    if a not in agent_names():
+      raise _Error("agents", f"unknown agent {a!r}; registered agents: "
+                             f"{', '.join(agent_names())}")
   if len(set(c.agents)) != len(c.agents):
     raise _Error("agents", f"duplicate agent in {list(c.agents)}")
   for name in ("seeds", "episodes", "test_episodes"):
@@ -406,13 +506,14 @@ def validate(config: SweepConfig) -> SweepConfig:
   beta = _floats("beta", c.beta, lo=0.0)
   reg_weight = _floats("reg_weight", c.reg_weight, lo=0.0, lo_open=True)
   lam = _floats("lam", c.lam, lo=0.0, lo_open=True)
+  hparams = _check_hparams(c)
   # Environment parameters.
   env_params = {}
   for name, values in c.env_params.items():
-    if name not in ENV_PARAMS[c.env]:
+    if name not in env_params(c.env):
       hint = " (a target parameter: use targets)" if name in ("q", "target") else ""
       raise _Error("env_params", f"unknown parameter {name!r} for {c.env}{hint}; sweepable: "
-                                 f"{', '.join(ENV_PARAMS[c.env])}")
+                                 f"{', '.join(env_params(c.env))}")
     vals = _floats(f"env_params {name}", values)
     if name == "instance":
       if not all(v == int(v) and 0 <= v < 2**31 for v in vals):
@@ -434,16 +535,17 @@ def validate(config: SweepConfig) -> SweepConfig:
     _check_source(env, c, dict(zip(env_params, combo)), None, dtype)
   targets = None
   if c.targets is not None:
-    if c.env not in TARGETS:
+    if env_target(c.env) is None:
+      fams = ", ".join(f"{k} ({env_target(k)})" for k in env_names() if env_target(k))
       raise _Error("targets", f"environment {c.env} has no target family (targets exist for "
-                              f"{', '.join(f'{k} ({v})' for k, v in TARGETS.items())})")
+                              f"{fams})")
     t = tuple(c.targets)
     if len(t) != 4:
       raise _Error("targets", f"must be (name, start, stop, num), got {c.targets!r}")
     name, start, stop, num = t
-    if name != TARGETS[c.env]:
+    if name != env_target(c.env):
       raise _Error("targets", f"unknown target parameter {name!r} for {c.env}; use "
-                              f"{TARGETS[c.env]!r}")
+                              f"{env_target(c.env)!r}")
     if not _is_int(num) or num < 1:
       raise _Error("targets", f"NUM must be an integer >= 1, got {num!r}")
     start, stop = _floats("targets", (start, stop))
@@ -455,6 +557,7 @@ def validate(config: SweepConfig) -> SweepConfig:
       c, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
       trajectories=tuple(int(n) for n in traj), reg_weight=reg_weight,
       env_params=env_params, targets=targets, dtype=dtype, env_args=dict(c.env_args),
+      hparams=hparams, plugins=plugins,
       memory_mb=(float(c.memory_mb) if c.memory_mb is not None
                  else auto_memory_mb(jax.devices()[0])),
       save_returns=bool(c.save_returns))

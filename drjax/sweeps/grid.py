@@ -13,7 +13,7 @@ import numpy as np
 
 from drjax.agents import registry
 from drjax.envs.base import FiniteEnvironment
-from drjax.sweeps.config import (ENV_PARAMS, SweepConfig, _source_defaults, _source_params,
+from drjax.sweeps.config import (SweepConfig, _source_defaults, _source_params, env_params,
                                  make_env, sampled)
 
 
@@ -33,6 +33,7 @@ class _Grid(NamedTuple):
   params: Any            # source env params pytree, leaves [G, ...]: one per source group
   size: np.ndarray       # [S] dataset size N of offline settings (0 for online agents)
   reg_weight: np.ndarray  # [S, H, d] regularization weights (1 for agents without one)
+  hparams: dict = {}     # name -> [S] values of the agent's ``SweepConfig.hparams`` axes
 
 
 def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
@@ -56,9 +57,15 @@ def _has_reg(config: SweepConfig) -> bool:
   return any("reg_weight" in registry.get(a).hparams for a in config.agents)
 
 
+def _extra_axes(config: SweepConfig, spec) -> list[str]:
+  """The ``hparams`` axes that apply to the agent of ``spec`` (those it declares)."""
+  return [n for n in config.hparams if n in spec.hparams]
+
+
 def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   H, d = env.horizon, env.feature_dim
   spec = registry.get(agent_name)
+  extra = _extra_axes(config, spec)
   rho_ids = list(range(len(config.rho))) if spec.robust else [-1]
   sizes = list(config.trajectories) if spec.kind == "offline" else [0]
   regs = list(config.reg_weight) if "reg_weight" in spec.hparams else [np.nan]
@@ -66,8 +73,11 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   # Source parameters vary slowest: the runs of one source instance are contiguous, so a chunk
   # never mixes instances (the chunk program builds the instance's model once, unbatched).
   envs = list(itertools.product(*[config.env_params[n] for n in names]))
+  # Each row: (size, rho index, reg weight, beta, lambda, *extra axes, *source params).
+  axes = [config.hparams[n] for n in extra]
   rows = [(*rest, *e) for e in envs
-          for rest in itertools.product(sizes, rho_ids, regs, config.beta, config.lam)]
+          for rest in itertools.product(sizes, rho_ids, regs, config.beta, config.lam, *axes)]
+  ne = len(extra)
   scalar_rho = all(np.ndim(r) == 0 for r in config.rho)
   cols = {"rho_index": np.array([r[1] for r in rows], np.int64),
           "rho": np.array([float(config.rho[r[1]]) if (r[1] >= 0 and scalar_rho) else np.nan
@@ -76,21 +86,25 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
     cols["reg_weight"] = np.array([r[2] for r in rows], np.float64)
   cols["beta"] = np.array([r[3] for r in rows], np.float64)
   cols["lam"] = np.array([r[4] for r in rows], np.float64)
+  for name in config.hparams:  # a column per axis; NaN for agents that do not declare it
+    k = extra.index(name) if name in extra else None
+    cols[name] = np.array([r[5 + k] if k is not None else np.nan for r in rows], np.float64)
   if _has_offline(config):
     cols["trajectories"] = np.array([r[0] if r[0] else np.nan for r in rows], np.float64)
   params = [_source_params(env, config, dict(zip(names, e))) for e in envs]
   # Setting columns hold the values as typed (float64), not the params the computation uses
   # (rounded to its dtype): the swept values, else the environment's defaults.
   defaults = _source_defaults(env) if not sampled(config.env) else {}
-  for field in ENV_PARAMS[config.env]:
-    vals = [dict(zip(names, r[5:])).get(field, defaults.get(field, 0)) for r in rows]
+  for field in env_params(config.env):
+    vals = [dict(zip(names, r[5 + ne:])).get(field, defaults.get(field, 0)) for r in rows]
     cols[field] = np.array(vals, np.int64 if sampled(config.env) else np.float64)
   rho = np.stack([_rho_array(config, H, d, config.rho[r[1]]) if r[1] >= 0 else np.zeros((H, d))
                   for r in rows])
   reg = np.stack([np.full((H, d), 1.0 if np.isnan(r[2]) else r[2]) for r in rows])
   stacked = jax.tree_util.tree_map(lambda *x: np.stack([np.asarray(v) for v in x]), *params)
   return _Grid(cols, rho, cols["beta"], cols["lam"], stacked,
-               np.array([r[0] for r in rows], np.int32), reg)
+               np.array([r[0] for r in rows], np.int32), reg,
+               {n: cols[n] for n in extra})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +202,7 @@ def layout(config: SweepConfig, env=None) -> Layout:
     spec = registry.get(a)
     n *= len(config.trajectories) if spec.kind == "offline" else 1
     n *= len(config.reg_weight) if "reg_weight" in spec.hparams else 1
+    n *= math.prod(len(config.hparams[x]) for x in _extra_axes(config, spec))
     nsettings.append((a, n * (len(config.rho) if spec.robust else 1)))
   seed_ids = config.seed_ids if config.seed_ids is not None else tuple(range(config.seeds))
   grouped = tuple(groups == 1 or s // groups * config.seeds >= GROUP_MIN_RUNS

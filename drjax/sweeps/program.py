@@ -32,6 +32,34 @@ def _make_agent(name: str, config: SweepConfig, env):
   return registry.make(name, env, **opts)
 
 
+NAMED_TABLES = ("rho", "beta", "lam", "reg_weight")  # the hyperparameters with tables of their own
+
+
+def _hparams_of(agent):
+  """``f(setting_idx, tables) -> hparams`` of one run: the named tables (rho, beta, lam,
+  reg_weight), the ``SweepConfig.hparams`` axes, and the declared defaults of the agent's
+  hyperparameter NamedTuple for the rest (``validate`` has checked that every field without a
+  default has an axis: nothing becomes 0 silently)."""
+  cls = agent.hparams_type
+  defaults = getattr(cls, "_field_defaults", {})
+
+  def hparams_of(setting_idx, tables):
+    dtype = tables["beta"].dtype
+    out = {}
+    for f in cls._fields:
+      if f in NAMED_TABLES:
+        out[f] = tables[f][setting_idx]
+      elif f in tables["hparams"]:
+        out[f] = tables["hparams"][f][setting_idx]
+      elif f in defaults:
+        out[f] = jnp.asarray(defaults[f], dtype)
+      else:
+        raise ValueError(f"{agent.name}: hyperparameter {f!r} has no values and no default")
+    return cls(**out)
+
+  return hparams_of
+
+
 def ordered_sum(x):
   """Sum over the last axis in index order (a loop, not a tree reduction).
 
@@ -72,6 +100,7 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   else:
     train = make_train(env, agent, episodes, outputs=("returns", "final_qf"))
   finite = isinstance(env, FiniteEnvironment)
+  hparams_of = _hparams_of(agent)
 
   def value_in(qf, params, key):
     if finite:
@@ -82,9 +111,7 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
     return mean, jnp.sqrt(var / test_episodes) if test_episodes > 1 else jnp.zeros_like(mean)
 
   def one(seed_idx, setting_idx, params, base_key, tables):
-    cls = agent.hparams_type  # the agent's own hyperparameters; others (var_shift) at default 0
-    hp = cls(**{f: (tables[f][setting_idx] if f in tables
-                    else jnp.zeros((), tables["beta"].dtype)) for f in cls._fields})
+    hp = hparams_of(setting_idx, tables)
     key = jax.random.fold_in(base_key, seed_idx)
     if offline:
       fo = fit(jax.random.fold_in(key, 0), hp, params, tables["size"][setting_idx])

@@ -370,6 +370,7 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
     tables = {"rho": grid.rho.astype(dtype), "beta": grid.beta.astype(dtype),
               "lam": grid.lam.astype(dtype), "targets": targets.astype(dtype),
               "size": grid.size, "reg_weight": grid.reg_weight.astype(dtype),
+              "hparams": {n: v.astype(dtype) for n, v in grid.hparams.items()},
               "params": jax.tree_util.tree_map(
                   lambda x: x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x,
                   params)}
