@@ -369,7 +369,6 @@ def _cmd_bench(parser, args) -> int:
 # ---------------------------------------------------------------------------------------------
 # sweep
 
-SWEEP_ENVS = ("linear-mdp", "put-option", "random")  # == drjax.sweeps.ENVS (checked in tests)
 # Agent options of the presets (bonus form, LSVI-UCB clipping, tie-breaking).
 SWEEP_PRESETS = {"paper": ("paper", "paper", "optimistic"),
                  "notebook": ("notebook", "notebook", "first")}
@@ -377,7 +376,7 @@ SWEEP_PRESETS = {"paper": ("paper", "paper", "optimistic"),
 # DIR/sweep.json when none is given).
 _CONFIG_FLAGS = ("env", "env_arg", "agents", "seeds", "episodes", "rho", "rho_at", "beta", "lam",
                  "env_param", "targets", "test_episodes", "seed", "preset", "x64", "save_returns",
-                 "trajectories", "behavior", "reg_weight")
+                 "trajectories", "behavior", "reg_weight", "hparam")
 _EXEC_CONFIG_FLAGS = ("chunk", "memory_mb", "seed_ids")  # also allowed with --from
 _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "seeds": "--seeds",
                 "seed_ids": "--seed-ids", "episodes": "--episodes", "rho": "--rho",
@@ -387,7 +386,13 @@ _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "
                 "memory_mb": "--memory-mb", "dtype": "--x64", "devices": "--devices",
                 "part": "--part", "out": "--out", "from": "--from", "bonus": "--preset",
                 "clip": "--preset", "tie_break": "--preset", "trajectories": "--trajectories",
-                "behavior": "--behavior", "reg_weight": "--reg-weight"}
+                "behavior": "--behavior", "reg_weight": "--reg-weight", "hparams": "--hparam",
+                "plugins": "--plugin"}
+
+
+def _sweep_envs():
+  from drjax.sweeps.config import env_names  # pylint: disable=g-import-not-at-top
+  return env_names()
 
 
 def _agent_names(kind=None):
@@ -427,6 +432,11 @@ def _add_sweep_parser(sub) -> None:
   g.add_argument("--reg-weight", type=float, nargs="+", default=None, metavar="W",
                  help="regularization weights > 0 of the robust regularized agents (r2pvi-*), "
                       "a sweep axis (default: 0.1)")
+  g.add_argument("--hparam", action="append", default=None, metavar="NAME=V1,V2,...",
+                 help="sweep any other declared hyperparameter of the agents, repeatable (e.g. "
+                      "var_shift=0,1 for va-drpvi, or a plugin agent's own): an axis of the "
+                      "agents that declare it; the others ignore it. A declared hyperparameter "
+                      "without a default must be given here")
   g.add_argument("--behavior", default=None, metavar="POLICY",
                  help="offline agents' behavior policy: uniform (default) or fixed:A (always "
                       "action A; fixed:1 holds the put option)")
@@ -504,9 +514,9 @@ def _sweep_config_kwargs(parser, args) -> dict:
   """SweepConfig keyword arguments from the flags that were given (plain parsing, no JAX)."""
   kw = {}
   if args.env is not None:
-    if args.env not in SWEEP_ENVS:
+    if args.env not in _sweep_envs():
       parser.error(f"--env: unknown environment {args.env!r}; choose from "
-                   f"{', '.join(SWEEP_ENVS)}")
+                   f"{', '.join(_sweep_envs())}")
     kw["env"] = args.env
   if args.env_arg is not None:
     env_args = {}
@@ -530,6 +540,17 @@ def _sweep_config_kwargs(parser, args) -> dict:
     kw["behavior"] = args.behavior
   if args.reg_weight is not None:
     kw["reg_weight"] = tuple(args.reg_weight)
+  if args.hparam is not None:
+    hparams = {}
+    for k, v in _name_values(parser, "--hparam", args.hparam).items():
+      try:
+        hparams[k] = tuple(float(x) for x in v.split(","))
+      except ValueError:
+        parser.error(f"--hparam {k}: values must be numbers separated by commas, got {v!r}")
+    kw["hparams"] = hparams
+  if kw and args.plugin:  # recorded in sweep.json: --resume and --merge load them again
+    from drjax import plugins  # pylint: disable=g-import-not-at-top
+    kw["plugins"] = tuple(plugins.resolve(x) for x in args.plugin)
   for name in ("seeds", "episodes", "test_episodes"):
     v = getattr(args, name)
     if v is not None:
@@ -788,7 +809,36 @@ def build_parser() -> argparse.ArgumentParser:
   _add_plan_parser(sub)
   _add_bench_parser(sub)
   _add_sweep_parser(sub)
+  for p in sub.choices.values():
+    p.add_argument("--plugin", action="append", default=None, metavar="MODULE_OR_FILE",
+                   help="load a plugin first (a module name or a .py file that registers agents "
+                        "or environments; repeatable; drjax sweep records it in sweep.json)")
   return parser
+
+
+def _plugin_args(argv) -> list[str]:
+  """The values of ``--plugin X`` / ``--plugin=X`` in ``argv`` (before parsing: a plugin's
+  agents must be registered when the parser lists and checks agent names)."""
+  out = []
+  for i, a in enumerate(argv):
+    if a == "--plugin" and i + 1 < len(argv):
+      out.append(argv[i + 1])
+    elif a.startswith("--plugin="):
+      out.append(a.split("=", 1)[1])
+  return out
+
+
+def _load_plugins(argv) -> None:
+  specs = _plugin_args(argv)
+  if not specs:
+    return
+  from drjax import plugins  # pylint: disable=g-import-not-at-top
+  for spec in specs:
+    try:
+      plugins.load(spec)
+    except (plugins.PluginError, TypeError) as e:
+      print(f"drjax: error: --plugin: {e}", file=sys.stderr)
+      raise SystemExit(2) from None
 
 
 def enable_compilation_cache() -> str | None:
@@ -820,8 +870,9 @@ def main(argv=None) -> int:
   ``drjax`` with no arguments prints the help (the list of commands) on stdout and returns 0;
   ``drjax --version`` prints the distribution name and version and exits with 0.
   """
-  parser = build_parser()
   argv = sys.argv[1:] if argv is None else list(argv)
+  _load_plugins(argv)
+  parser = build_parser()
   if not argv:
     parser.print_help()
     return 0

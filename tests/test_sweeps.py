@@ -369,4 +369,4 @@ def test_layout_depends_on_config_only():
   assert lay.part(1, 2) == [0, 1, 2] and lay.part(2, 2) == [3, 4]
   big = sweeps.layout(sweeps.validate(_cfg(seeds=100_000, chunk=None, memory_mb=64)))
   assert 100 < big.chunk < 100_000
-  assert set(cli.SWEEP_ENVS) == set(sweeps.ENVS) and set(cli._agent_names()) == set(sweeps.AGENTS)
+  assert set(cli._sweep_envs()) == set(sweeps.ENVS) and set(cli._agent_names()) == set(sweeps.AGENTS)
