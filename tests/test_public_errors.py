@@ -283,14 +283,14 @@ spec("agent.init", AG.init, dict(theta=np.zeros((H, D)), lam=0.1, capacity=4),
 spec("agent.init_stats", AG.init_stats, dict(theta=np.zeros((H, D)), num_states=S, lam=0.1),
      dict(theta=ARR((H, D), nan=False), num_states=INT(), lam=NUM(0.0, optional=True),
           model=MODEL_BAD_OPT))
-spec("agent.plan", AG.plan, dict(state=STATE, hp=HP),
-     dict(state=OBJ(QF), hp=OBJ(RHO) + [(HP._replace(rho=jnp.zeros((2, D))), ValueError, "rho"),
+spec("agent.plan", AG.plan, dict(state=STATE, hparams=HP),
+     dict(state=OBJ(QF), hparams=OBJ(RHO) + [(HP._replace(rho=jnp.zeros((2, D))), ValueError, "rho"),
                                         (HP._replace(rho=jnp.full((H, D), 2.0)), ValueError,
                                          "rho"),
                                         (HP._replace(beta=jnp.asarray(NAN)), ValueError, "beta")],
           size=INT(1, 4, optional=True), refactor=BOOL()))
-spec("agent.plan(stats)", AG.plan, dict(state=STATS, hp=HP, model=MODEL),
-     dict(model=[(None, ValueError)] + MODEL_BAD_OPT, hp=[(OHP._replace(rho=jnp.zeros(3)),
+spec("agent.plan(stats)", AG.plan, dict(state=STATS, hparams=HP, model=MODEL),
+     dict(model=[(None, ValueError)] + MODEL_BAD_OPT, hparams=[(OHP._replace(rho=jnp.zeros(3)),
                                                       ValueError, "rho")]))
 for label, method in (("agent.act", AG.act), ("agent.q_values", AG.q_values),
                       ("offline.act", OFF.act), ("offline.q_values", OFF.q_values)):

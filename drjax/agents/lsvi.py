@@ -160,10 +160,10 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
       raise TypeError(f"state must be an AgentState (agent.init) or StatsState "
                       f"(agent.init_stats), got {type(state).__name__}")
     if not all(hasattr(hp, f) for f in ("rho", "beta", "lam")):
-      raise TypeError(f"hp must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
+      raise TypeError(f"hparams must be an HParams(rho, beta, lam) (drjax.make_hparams), got "
                       f"{type(hp).__name__}")
     for f, want in (("rho", (H, d)), ("beta", ()), ("lam", ())):
-      _checks.array(f"hp.{f}", getattr(hp, f), want,
+      _checks.array(f"hparams.{f}", getattr(hp, f), want,
                     "[H, d] (one setting: jax.vmap plan over a batch)" if f == "rho" else "")
     if _checks.is_concrete(hp):
       base.validate_hparams(hp, H, d)
@@ -233,13 +233,13 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
         vmin=None, operators=ops, quads=quad, last_w=last_w, unroll_max=UNROLL_H)
     return QFunction(w=out.w, pinv=pinv, beta=beta, top=tops, nu=out.nu, alpha=out.alpha)
 
-  def plan(state, hp: HParams, model=None, *, size: int | None = None,
+  def plan(state, hparams: HParams, model=None, *, size: int | None = None,
            refactor: bool = False) -> QFunction:
     """Backward induction h = H..1 on the regression data (Algorithm 1, lines 3-14).
 
     Args:
       state: ``AgentState`` (buffer form) or ``StatsState`` (sufficient statistics).
-      hp: ``HParams``.
+      hparams: the agent's hyperparameters (``HParams``).
       model: for a ``StatsState``, the environment's ``LinearModel`` (the features and fail flag
         of every next state); ignored for the buffer form.
       size: buffer form only: plan over the first ``size`` slots (static; must cover
@@ -250,20 +250,20 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     Returns:
       The ``QFunction`` of this episode.
     """
-    _check_plan_args(state, hp, model, size, refactor)
+    _check_plan_args(state, hparams, model, size, refactor)
     if isinstance(state, StatsState):
       if model is None:
         raise ValueError("model is required to plan from a StatsState (sufficient statistics)")
       S = state.G.shape[1]
       nphi, nfail = stats_atoms(model, H, S)
       return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.G, nphi,
-                         jnp.broadcast_to(nfail, (H, S)), None, hp, refactor, ops=state.M,
+                         jnp.broadcast_to(nfail, (H, S)), None, hparams, refactor, ops=state.M,
                          quad=None if state.quad is None else state.quad[_next_rows(H)])
     n = state.phi.shape[1] if size is None else size
     mask = jnp.arange(n) < state.count
     quad = None if state.quad is None else state.quad[:, :n]
     return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.phi[:, :n],
-                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hp, refactor,
+                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hparams, refactor,
                        quad=quad)
 
   def _check_q_args(qf, h, phi_all, fail, lead: bool) -> None:
