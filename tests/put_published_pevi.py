@@ -1,4 +1,4 @@
-"""A loop-based NumPy port of the published PEVI on the American put option (R2PVI paper, Fig. 1(d)).
+"""A loop-based NumPy port of the published PEVI on the put option (R2PVI paper, Figure 1(d)).
 
 Ported line by line from ``panxulab/Robust-Regularized-Pessimistic-Value-Iteration``,
 ``American_put_opt/algorithm.py`` (classes ``meta_algorithm`` and ``PEVI``) and ``env.py``,

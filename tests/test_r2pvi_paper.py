@@ -91,7 +91,7 @@ def test_put_option_program_equals_the_public_api_seed_by_seed():
   env = PutOption(num_anchors=r2pvi.PUT_ANCHORS, horizon=r2pvi.PUT_HORIZON, variant="notebook")
   params = env.make_params()
   p_us = jnp.asarray(r2pvi.PUT_PU)
-  agents = {n: registry.make(n, env) for n in ("pevi", "r2pvi-tv", "drpvi")}
+  agents = r2pvi.put_agents(env)  # the figure's agents (PEVI knows the exercise value)
 
   @functools.partial(jax.jit, compiler_options=O0)
   def values(ds, levels):

@@ -20,7 +20,11 @@ episodes:
   price-up probability p in {0.2, ..., 1.0}, valued exactly on the price lattice (initial price
   uniform on [95, 105], integrated exactly), with the exact optimal stopping rule of the source
   dashed. Independent seeds (the public code reseeds every replication to 1) and strike 100 (the
-  public code uses the dataset size as strike).
+  public code uses the dataset size as strike). PEVI is the published class (``put_agents``): the
+  exercise value ``max(0, 100 - s)`` is known, never regressed nor penalized, and only the hold
+  value ``min(w . phi - beta ||phi||_{Lambda^-1}, H - h)`` is learned, from ``V = max(Q_hold,
+  payoff)`` (``American_put_opt/algorithm.py``, ``get_action`` and ``PEVI.update_Q``); a PEVI
+  that regresses the always-hold data's rewards sees only zeros and never exercises.
 
 Not here (the R2PVI issue): Figure 2 (fit times; ``drjax bench --only offline``).
 """
@@ -37,6 +41,7 @@ import numpy as np
 from drjax import data as data_lib
 from drjax import evaluate, planning
 from drjax.agents import registry
+from drjax.agents.lsvi import NOTEBOOK_PUT_KNOWN
 from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption
 from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
@@ -55,6 +60,13 @@ PUT_ANCHORS, PUT_HORIZON, PUT_BETA, PUT_LAM = 30, 20, 0.1, 1.0
 PUT_WEIGHTS, PUT_RHOS = (1.0, 3.0, 5.0), (0.1, 0.2, 0.3)
 PUT_PU = (0.2, 0.4, 0.6, 0.8, 1.0)
 PUT_DEFAULT_SEEDS = 10
+# Figure 1(d)'s agents and their static options. PEVI as the published class
+# (American_put_opt/algorithm.py: get_action, PEVI.update_Q, PEVI.get_Q_func): the notebook
+# variant's exercise (action 0) has the known value max(0, 100 - s), ties go to hold, no reward is
+# regressed (the known theta: theta . phi_hold = 0, so the last step's hold weights are the
+# published w_H = 0), and Q_hold is truncated from above only (no floor at 0).
+PUT_AGENT_OPTIONS = {"pevi": dict(known=NOTEBOOK_PUT_KNOWN, truncation="upper"),
+                     "r2pvi-tv": {}, "drpvi": {}}
 
 
 def _hp(agent, spec, level, beta=BETA, lam=LAM):
@@ -148,11 +160,16 @@ def _program(num_trajectories: int, level: int | None = None):
   return env, jax.jit(program, compiler_options=compiler_options(level))
 
 
+def put_agents(env) -> dict:
+  """Figure 1(d)'s agents on ``env`` (``PUT_AGENT_OPTIONS``), by registry name."""
+  return {n: registry.make(n, env, **opts) for n, opts in PUT_AGENT_OPTIONS.items()}
+
+
 @functools.lru_cache(maxsize=None)
 def _put_program(num_trajectories: int, level: int | None = None):
   env = PutOption(num_anchors=PUT_ANCHORS, horizon=PUT_HORIZON, variant="notebook")
   hold = data_lib.fixed(1)  # notebook variant: action 0 exercises, 1 holds
-  agents = {n: registry.make(n, env) for n in ("pevi", "r2pvi-tv", "drpvi")}
+  agents = put_agents(env)
 
   def policies(name, ds, levels, params):
     """The agent's greedy ``PutPolicy`` fitted on ``ds`` at each of ``levels`` ([L] leaves)."""
@@ -315,6 +332,9 @@ def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
                                d=PUT_ANCHORS + 1, behavior="fixed:1 (always hold)",
                                reg_weights=list(PUT_WEIGHTS), rhos=list(PUT_RHOS),
                                agents=["pevi", "r2pvi-tv", "drpvi"], strike=100,
+                               pevi=("the published class: exercise value max(0, 100 - s) known "
+                                     "(never regressed nor penalized), hold Q truncated from "
+                                     "above only, ties to hold"),
                                xla_backend_optimization_level=_level_name(P_.get("opt_level")),
                                evaluation="exact expected return on the price lattice, s0 ~ "
                                           "U[95, 105] integrated exactly")},
