@@ -495,10 +495,10 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   recover(out_dir, name)
   final = os.path.join(out_dir, name)
   pid = os.getpid()
-  tmp = tempfile.mkdtemp(prefix=f".{name}.new.{pid}.", dir=out_dir)
-  os.chmod(tmp, _io.DIR_MODE)  # renamed into place below: readable like any other directory
-  old = None
-  try:
+  tmp = old = None
+  try:  # a KeyboardInterrupt anywhere below (Ctrl-C) leaves the previous directory in place
+    tmp = tempfile.mkdtemp(prefix=f".{name}.new.{pid}.", dir=out_dir)
+    os.chmod(tmp, _io.DIR_MODE)  # renamed into place below: readable like any other directory
     for tag, panel in panels.items():
       with open(os.path.join(tmp, f"{tag}.json"), "w") as f:
         json.dump(panel, f, indent=1, allow_nan=True)
