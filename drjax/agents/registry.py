@@ -273,9 +273,14 @@ def _load() -> None:
   plugins.load_entry_points("drjax.agents")
 
 
-def _hp(module: str, cls: str):
-  import importlib  # pylint: disable=g-import-not-at-top
-  return getattr(importlib.import_module(module), cls)
+# The built-in agents' declared defaults (the experiments'; the same as their hyperparameter
+# NamedTuples' field defaults, checked in tests): written here so that reading the registry
+# imports no agent module.
+BUILTIN_DEFAULTS = {"rho": 0.0, "beta": 1.0, "lam": 0.1, "var_shift": 0.0, "reg_weight": 0.1}
+
+
+def _defaults(*names) -> dict:
+  return {n: BUILTIN_DEFAULTS[n] for n in names}
 
 
 def _register_builtins() -> None:
@@ -284,38 +289,36 @@ def _register_builtins() -> None:
   register(AgentSpec(
       "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, AISTATS 2024 (Algorithm 1)", _lazy("drjax.agents.lsvi", "dr_lsvi_ucb"),
-      online_opts, "tab:red", hparams_type=_hp("drjax.agents.base", "HParams")))
-  lsvi_defaults = {"beta": 1.0, "lam": 0.1}
+      online_opts, "tab:red", hparam_defaults=_defaults("rho", "beta", "lam")))
   register(AgentSpec(
       "lsvi-ucb", "LSVI-UCB", "online", "none", "none", ("beta", "lam"),
       "Jin, Yang, Wang & Jordan, COLT 2020", _lazy("drjax.agents.lsvi", "lsvi_ucb"),
       ("clip", "tie_break", "fail_zero", "solver", "known"), "tab:blue",
-      hparam_defaults=lsvi_defaults))
+      hparam_defaults=_defaults("beta", "lam")))
   offline_opts = ("truncation", "fail_zero", "tie_break", "known")
-  off = "drjax.agents.offline"
   robust_opts = offline_opts + ("penalty", "vmin")
   register(AgentSpec(
       "pevi", "PEVI", "offline", "none", "none", ("beta", "lam"),
       "Jin, Yang & Wang, ICML 2021", _lazy("drjax.agents.offline", "pevi"), offline_opts,
-      "tab:green", hparams_type=_hp(off, "PEVIHParams")))
+      "tab:green", hparam_defaults=_defaults("beta", "lam")))
   register(AgentSpec(
       "drpvi", "DRPVI", "offline", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 1)", _lazy("drjax.agents.offline", "drpvi"),
-      robust_opts, "tab:orange", hparams_type=_hp(off, "DRPVIHParams")))
+      robust_opts, "tab:orange", hparam_defaults=_defaults("rho", "beta", "lam")))
   register(AgentSpec(
       "va-drpvi", "VA-DRPVI", "offline", "tv", "constrained",
       ("rho", "beta", "lam", "var_shift"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 3; Algorithm 2 as variance='alg2')",
       _lazy("drjax.agents.offline", "va_drpvi"), robust_opts + ("variance", "grid_size"),
-      "tab:purple", needs_pilot=True, hparams_type=_hp(off, "VADRPVIHParams")))
+      "tab:purple", needs_pilot=True, hparam_defaults=_defaults("rho", "beta", "lam", "var_shift")))
   for div, display, color in (("tv", "R2PVI-TV", "tab:olive"), ("kl", "R2PVI-KL", "tab:cyan"),
                               ("chi2", "R2PVI-chi2", "tab:brown")):
     register(AgentSpec(
         f"r2pvi-{div}", display, "offline", div, "regularized", ("reg_weight", "beta", "lam"),
         "Tang, Liu & Xu, ICML 2025 (R2PVI)", _lazy("drjax.agents.offline", f"r2pvi_{div}"),
-        robust_opts, color, hparams_type=_hp(off, "R2PVIHParams")))
+        robust_opts, color, hparam_defaults=_defaults("reg_weight", "beta", "lam")))
   register(AgentSpec(
       "drvi-l", "DRVI-L", "offline", "kl", "constrained", ("rho", "beta", "lam"),
       "Ma et al. 2022 (the R2PVI paper's DRVI-L baseline)", _lazy("drjax.agents.offline", "drvi_l"),
       ("truncation", "fail_zero", "tie_break", "penalty", "tol", "known"), "tab:pink",
-      hparams_type=_hp(off, "DRVILHParams")))
+      hparam_defaults=_defaults("rho", "beta", "lam")))
