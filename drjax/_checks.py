@@ -160,6 +160,12 @@ def optional_integer(name: str, x, lo: int | None = None, hi: int | None = None)
   return None if x is None else integer(name, x, lo, hi)
 
 
+def check_int(name: str, value, minimum: int = 1) -> int:
+  """``integer(name, value, minimum)``: an integer ``>= minimum`` (``TypeError`` for bools, floats,
+  strings, lists; ``ValueError`` below), as ``int``. Also ``drjax.agents.base.check_int``."""
+  return integer(name, value, minimum)
+
+
 def _int_kind(name: str, x, what: str) -> np.ndarray | None:
   """``x`` as an integer array when concrete (``None`` when traced); ``TypeError`` unless it
   holds integers."""
@@ -462,11 +468,26 @@ def env_params(env, params, name: str = "params") -> None:
     raise type(e)(f"{name}: {e}") from None
 
 
+# The drjax classes checked here (``Environment``, ``FiniteEnvironment``, ``QFunction``), registered
+# by ``envs.base`` / ``agents.base`` as they define them: this module imports nothing of drjax. No
+# object exists before its class, so an unregistered class fails a check as ``isinstance`` would.
+_CLASSES: dict[str, type] = {}
+
+
+def register(cls: type) -> type:
+  """Class decorator: ``cls`` is the class the checks test against under its name."""
+  _CLASSES[cls.__name__] = cls
+  return cls
+
+
+def _is_a(x, class_name: str) -> bool:
+  cls = _CLASSES.get(class_name)
+  return cls is not None and isinstance(x, cls)
+
+
 def environment(name: str, env, finite_: bool = False) -> None:
   """``env`` must be a drjax ``Environment`` (``FiniteEnvironment`` with ``finite_``)."""
-  from drjax.envs.base import Environment, FiniteEnvironment  # pylint: disable=g-import-not-at-top
-  cls = FiniteEnvironment if finite_ else Environment
-  if not isinstance(env, cls):
+  if not _is_a(env, "FiniteEnvironment" if finite_ else "Environment"):
     what = ("a FiniteEnvironment with an exact model (LinearMDP, RandomLinearMDP)" if finite_
             else "a drjax Environment (LinearMDP(), PutOption(), drjax.envs.make(...))")
     raise TypeError(f"{name} must be {what}, got {type(env).__name__}")
@@ -497,8 +518,7 @@ def agent_dims(agent, dims: tuple, against: str = "env") -> None:
 
 def qfunction(name: str, qf, H: int, d: int, stacked: bool = False) -> None:
   """``qf`` a ``QFunction`` with ``w [H, d]`` (``stacked``: ``[K, H, d]``)."""
-  from drjax.agents.base import QFunction  # pylint: disable=g-import-not-at-top
-  if not isinstance(qf, QFunction):
+  if not _is_a(qf, "QFunction"):
     raise TypeError(f"{name} must be a QFunction (agent.plan / agent.fit / "
                     f"TrainOutput.final_qf), got {type(qf).__name__}")
   w = tuple(np.shape(qf.w))

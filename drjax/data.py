@@ -33,7 +33,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax._precision import exact_matmuls
-from drjax.agents.base import check_int
+from drjax._checks import check_int
 
 Array = jax.Array
 

@@ -10,5 +10,6 @@ works wherever drjax is installed; in a source checkout results go to ``benchmar
   r2pvi-time``);
 * ``drjax.bench.sweep_bench``: ``drjax sweep`` processes (devices, 100,000 seeds, wall vs
   compute);
-* ``drjax.bench.machine``: the machine a timing ran on.
+* ``drjax.bench.machine``: the machine a timing ran on;
+* ``drjax.bench.compiles``: JAX's traces and compilations inside a timed block.
 """

@@ -66,17 +66,13 @@ REFERENCE["put_option_s"] = REFERENCE["put_option_rho_s"] * REFERENCE["put_optio
 DISTURBED_CORES = 0.25  # other processes' average busy cores above which a full run reruns
 LOAD_SAMPLE_S = 0.5  # seconds of /proc/stat sampling for ``cores_busy`` at a benchmark's ends
 
-_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-_LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-
-
 # ---------------------------------------------------------------------------------------------
 # Machine, load and compile accounting
 
 
 from drjax.bench.machine import (  # noqa: E402,F401
     _cpu_model, _num_cores, machine_info, short_machine_name)
+from drjax.bench.compiles import CompileStats, count_compiles  # noqa: E402,F401
 
 
 
@@ -160,57 +156,6 @@ def wait_for_quiet(max_busy: float = 0.5, max_wait_s: float = 60.0, poll_s: floa
       break
     time.sleep(max(0.0, poll_s - 1.0))
   return round(time.perf_counter() - t0, 1)
-
-
-class CompileStats:
-  """Counts of JAX traces / lowerings / backend compilations and their seconds."""
-
-  def __init__(self):
-    self.traces = 0
-    self.compiles = 0
-    self.trace_s = 0.0
-    self.lower_s = 0.0
-    self.compile_s = 0.0
-
-  @property
-  def total_s(self) -> float:
-    """Seconds spent tracing, lowering to MLIR and compiling (the whole compile cost)."""
-    return self.trace_s + self.lower_s + self.compile_s
-
-  def as_dict(self) -> dict:
-    return {"traces": self.traces, "compiles": self.compiles,
-            "compile_s": round(self.total_s, 3)}
-
-
-_ACTIVE: list[CompileStats] = []
-_LISTENING = False
-
-
-def _listener(event, duration_secs, **_):
-  for c in _ACTIVE:
-    if event == _TRACE_EVENT:
-      c.traces += 1
-      c.trace_s += duration_secs
-    elif event == _LOWER_EVENT:
-      c.lower_s += duration_secs
-    elif event == _COMPILE_EVENT:
-      c.compiles += 1
-      c.compile_s += duration_secs
-
-
-@contextlib.contextmanager
-def count_compiles():
-  """Context manager yielding a ``CompileStats`` filled from ``jax.monitoring`` events."""
-  global _LISTENING
-  if not _LISTENING:
-    jax.monitoring.register_event_duration_secs_listener(_listener)
-    _LISTENING = True
-  stats = CompileStats()
-  _ACTIVE.append(stats)
-  try:
-    yield stats
-  finally:
-    _ACTIVE.remove(stats)
 
 
 @contextlib.contextmanager

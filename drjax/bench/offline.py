@@ -47,7 +47,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from drjax.bench import numpy_offline as npo  # noqa: E402
-from drjax.bench.bench import count_compiles  # noqa: E402
+from drjax.bench.compiles import count_compiles  # noqa: E402
 
 AGENTS = npo.AGENTS
 PUT_HP = {"beta": 0.1, "lam": 1.0, "rho": 0.1, "reg_weight": 1.0}  # each agent takes its own
@@ -127,7 +127,7 @@ def numpy_call(fn, threads: int | None):
 
 def _first(fn):
   """Wall seconds of the first call (block_until_ready) and the seconds JAX spent tracing,
-  lowering and compiling inside it (``bench.count_compiles``)."""
+  lowering and compiling inside it (``compiles.count_compiles``)."""
   with count_compiles() as stats:
     t0 = time.perf_counter()
     out = jax.block_until_ready(fn())

@@ -32,6 +32,8 @@ from typing import Any, NamedTuple
 import chex
 import jax
 
+from drjax import _checks
+
 Array = jax.Array
 
 
@@ -60,6 +62,7 @@ class LinearModel(NamedTuple):
     return jax.numpy.einsum("...hsad,...hdt->...hsat", self.phi, self.mu)
 
 
+@_checks.register
 @dataclasses.dataclass(frozen=True)
 class Environment:
   """Base class. Subclasses are frozen dataclasses (hashable, usable as static jit arguments)."""
@@ -113,6 +116,7 @@ class Environment:
     raise NotImplementedError
 
 
+@_checks.register
 @dataclasses.dataclass(frozen=True)
 class FiniteEnvironment(Environment):
   """An environment with a finite state space and an exact ``LinearModel``.
@@ -135,7 +139,6 @@ def sample_categorical(key: chex.PRNGKey, probs: Array) -> Array:
   ``searchsorted`` loop; for the handful of states of drjax's environments, comparing against all
   of them at once is the same index (``side="left"``) and vectorizes under ``vmap``.
   """
-  from drjax import _checks  # pylint: disable=g-import-not-at-top
   _checks.key("key", key)
   _checks.array("probs", probs, (None,), "[S]")
   return categorical_given(jax.random.uniform(key, (), dtype=jax.numpy.result_type(probs)),
