@@ -141,26 +141,32 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
       model = None
       state0 = agent.init(theta, hparams.lam, capacity=K)
 
+    # The agent's cores: arguments were checked above, once (an agent without ``.unchecked``
+    # cores, e.g. a plugin's own, is called through its public methods).
+    plan, act, features, update, width = (
+        _core(agent.plan), _core(agent.act), _core(agent.regression_features),
+        _core(agent.update), _core(agent.uncertainty))
+
     def make_episode(size):
       def episode(agent_state, xs):
         k, k_reset, step_keys = xs
-        qf = agent.plan(agent_state, hparams, model, size=size)
+        qf = plan(agent_state, hparams, model, size=size)
         s0 = env.reset(k_reset, env_params)
 
         def step(carry, xs):
           s, phi_all, fail = carry  # features and fail flag of s, computed once per state
           h, rand_h = xs
-          a = agent.act(qf, h, phi_all, fail)
+          a = act(qf, h, phi_all, fail)
           if noisy:
             s2, r, _ = env.step_given(rand_h, s, a, env_params)
           else:
             s2, r, _ = env.step(rand_h, s, a, env_params)
-          phi = agent.regression_features(phi_all, a)
+          phi = features(phi_all, a)
           phi2, fail2 = env.phi_all(s2, env_params), env.is_fail(s2, env_params)
           sidx = jnp.asarray(getattr(s, "s", -1), jnp.int32)
           s2idx = jnp.asarray(getattr(s2, "s", -1), jnp.int32)
           # Theorem 1's d-rectangular estimation error: the paper's bonus with beta = 1.
-          err = agent.uncertainty(qf, h, phi)
+          err = width(qf, h, phi)
           ys = (phi, r, phi2 if not stats else None, fail2, a, sidx, s2idx, err)
           return (s2, phi2, fail2), ys
 
@@ -168,10 +174,10 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
         _, (phi, r, next_phi, next_fail, a, sidx, s2idx, err) = jax.lax.scan(
             step, carry0, (jnp.arange(H), step_keys), unroll=H if H <= 4 else 1)
         if stats:
-          agent_state = agent.update(agent_state, phi, r, None, None, s2idx, model=model)
+          agent_state = update(agent_state, phi, r, None, None, s2idx, model=model)
         else:
           # The episode index k is not batched under vmap over seeds: one in-place slice update.
-          agent_state = agent.update(agent_state, phi, r, next_phi, next_fail, None, slot=k)
+          agent_state = update(agent_state, phi, r, next_phi, next_fail, None, slot=k)
         out = (jnp.sum(r), a, sidx, jnp.sum(err))
         return agent_state, (out, qf if record_q else None)
       return episode
@@ -199,7 +205,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
     ((ret, acts, sidx, err), qfs) = jax.tree_util.tree_map(
         lambda *x: jnp.concatenate(x) if len(x) > 1 else x[0], *ys)
     want = set(outputs)
-    final_qf = agent.plan(state, hparams, model) if "final_qf" in want else None
+    final_qf = agent.plan(state, hparams, model) if "final_qf" in want else None  # checked
     pick = lambda name, x: x if name in want else None  # noqa: E731
     return TrainOutput(state=pick("state", state), returns=pick("returns", ret),
                        actions=pick("actions", acts), states=pick("states", sidx),
@@ -207,6 +213,11 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
                        qf=qfs, final_qf=final_qf)
 
   return exact_matmuls(train)
+
+
+def _core(method):
+  """An agent method's unchecked core (``method.unchecked``), or the method itself."""
+  return getattr(method, "unchecked", method)
 
 
 def replan(env, agent: Agent, state, hparams: HParams, env_params):
@@ -236,6 +247,11 @@ def broadcast_hparams(hparams: HParams, horizon: int, feature_dim: int) -> tuple
   feature_dim = _checks.integer("feature_dim", feature_dim, 1)
   if _checks.is_concrete(hparams):
     validate_hparams(hparams, horizon, feature_dim)
+  return _broadcast(hparams, horizon, feature_dim)
+
+
+def _broadcast(hparams: HParams, horizon: int, feature_dim: int) -> tuple[HParams, tuple]:
+  """``broadcast_hparams`` of validated hyperparameters (no checks)."""
   rho = jnp.asarray(hparams.rho)
   beta = jnp.asarray(hparams.beta)
   lam = jnp.asarray(hparams.lam)
@@ -353,7 +369,7 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
     one = env_params
     _checks.env_params(env, one, "env_params")
   check_env_features(env, one, key)
-  flat, batch = broadcast_hparams(hparams, H, d)
+  flat, batch = _broadcast(hparams, H, d)  # validated above: once per call
   fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs,
                        num_seeds, batch)
   return fn(key, flat, env_params)

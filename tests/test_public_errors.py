@@ -333,6 +333,11 @@ spec("lsvi.make_agent", lsvi.make_agent,
      dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), capacity=INT(), oracle=OBJ(),
           width=CHOICE(), reward=CHOICE(), clip=CHOICE(), tie_break=CHOICE(), fail_zero=BOOL(),
           solver=CHOICE(), scale=OBJ()))
+spec("envs.register", envs.register, dict(name="linear-mdp", cls=envs.LinearMDP),
+     dict(name=[(None, TypeError), ("", TypeError), (3, TypeError),
+                ("random", ValueError, "already registered")],
+          cls=[(None, TypeError), ("x", TypeError)], sweep=OBJ(optional=True)))
+spec("envs.names", envs.names, dict(), dict())
 spec("pevi", offline.pevi, dict(horizon=H, feature_dim=D, num_actions=A),
      dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), truncation=CHOICE(),
           fail_zero=BOOL(), tie_break=CHOICE()))

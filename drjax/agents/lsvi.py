@@ -251,9 +251,10 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
       The ``QFunction`` of this episode.
     """
     _check_plan_args(state, hparams, model, size, refactor)
+    return _plan(state, hparams, model, size=size, refactor=refactor)
+
+  def _plan(state, hparams, model=None, *, size=None, refactor=False):
     if isinstance(state, StatsState):
-      if model is None:
-        raise ValueError("model is required to plan from a StatsState (sufficient statistics)")
       S = state.G.shape[1]
       nphi, nfail = stats_atoms(model, H, S)
       return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.G, nphi,
@@ -287,6 +288,9 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     """
     _check_q_args(qf, h, phi_all, fail, lead=False)
     _checks.scalar("fail", fail)
+    return _act(qf, h, phi_all, fail)
+
+  def _act(qf, h, phi_all, fail):
     if known is not None:  # argmax([Q_learned, Q_known]): ties go to the learned action
       q = q_fn(qf, h, phi_all, fail)
       return jnp.where(q[known.learned] >= q[known.action], known.learned,
@@ -300,6 +304,9 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     ``phi_all [A, d]``; ``a``: the 0-based action index in ``[0, A - 1]``."""
     _checks.array("phi_all", phi_all, (A, d), "[A, d]")
     _checks.index("a", a, A, "(action)")
+    return _regression_features(phi_all, a)
+
+  def _regression_features(phi_all, a):
     if known is not None:
       return phi_all[known.learned]
     return phi_all[a]
@@ -325,6 +332,9 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
       _check_model_dims(model, "model")
     if slot is not None and isinstance(state, AgentState):
       _checks.index("slot", slot, np.shape(state.phi)[1], "(buffer slot)")
+    return _update(state, phi, reward, next_phi, next_fail, next_state, model, slot)
+
+  def _update(state, phi, reward, next_phi, next_fail, next_state, model=None, slot=None):
     if isinstance(state, StatsState):
       return base.update_stats(state, phi, reward, next_state,
                                phi_table=None if model is None else model.phi)
@@ -337,16 +347,28 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     _checks.qfunction("qf", qf, H, d)
     _checks.index("h", h, H, "(step)")
     _check_phi(phi)
-    return phi @ base.sqrt_diag(qf.pinv[h])
+    return _uncertainty(qf, h, phi)
+
+  def _uncertainty(qf, h, phi):
+    return pieces.d_rectangular(qf.pinv[h], phi)
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, method, grid_size, tie_break, fail_zero,
                             solver, known)
   x = exact_matmuls  # float32 products at full precision on every backend (drjax/_precision.py)
-  return Agent(name=name, config=config, init=init, plan=x(plan), q_values=x(q_values), act=x(act),
-               observe=base.observe, end_episode=x(base.end_episode),
-               store_episode=x(base.store_episode), bonus=x(bonus_fn), init_stats=init_stats,
-               update=x(update), regression_features=regression_features,
-               uncertainty=x(uncertainty))
+
+  def checked(public, core):
+    """``public`` (checks its arguments, then calls ``core``) with ``core`` as ``.unchecked``:
+    the engine validates once at its boundary and calls the cores inside its traced loops."""
+    out = x(public)
+    out.unchecked = x(core)
+    return out
+
+  return Agent(name=name, config=config, init=init, plan=checked(plan, _plan),
+               q_values=x(q_values), act=checked(act, _act), observe=base.observe,
+               end_episode=x(base.end_episode), store_episode=x(base.store_episode),
+               bonus=x(bonus_fn), init_stats=init_stats, update=checked(update, _update),
+               regression_features=checked(regression_features, _regression_features),
+               uncertainty=checked(uncertainty, _uncertainty))
 
 
 def _next_rows(horizon: int) -> np.ndarray:
