@@ -45,7 +45,8 @@ import sys
 # highest layer with a matching pattern (``bench/__main__`` is a command, not a benchmark). Arrows
 # within one layer are allowed (circles are reported apart).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("utilities", ("_xla", "_precision", "_checks", "_io", "_pystack")),
+    ("utilities, protocols", ("_xla", "_precision", "_checks", "_io", "_pystack", "plugins",
+                              "protocols")),
     ("linear algebra, duals", ("robust", "regularized")),
     ("envs", ("envs/*",)),
     ("data", ("data",)),
@@ -289,7 +290,7 @@ def report(g: Graph, layers=LAYERS) -> str:
   return "\n".join(out) + "\n"
 
 
-def main(argv=None) -> int:
+def main(argv=None, layers=LAYERS) -> int:
   here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("package", nargs="?", default=os.path.join(here, "drjax"),
@@ -297,8 +298,8 @@ def main(argv=None) -> int:
   ap.add_argument("--check", action="store_true",
                   help="exit 1 on an import circle, an upward arrow or a module in no layer")
   args = ap.parse_args(argv)
-  g = analyze(args.package)
-  sys.stdout.write(report(g))
+  g = analyze(args.package, layers)
+  sys.stdout.write(report(g, layers))
   return int(args.check and bool(g.circles or g.upward or g.unplaced))
 
 
