@@ -56,10 +56,13 @@ from drjax.sensitivity.exact import (RhoGradient, closed_form_rho_gradient, para
 from drjax.sensitivity.families import (Family, d_rectangular_family, factor_q_family,
                                         project_tv_simplex, sa_rectangular_evaluate,
                                         sa_rectangular_family)
-from drjax.sensitivity.families import _uniform_in_balls  # noqa: F401  (used by the tests)
 from drjax.sensitivity.kinks import OneSided, find_kinks, kink_bracket, one_sided_derivatives
 from drjax.sensitivity.learned import LearnedSensitivity, learned_sensitivity, learned_value
 from drjax.sensitivity.search import SearchResult, default_optimizer, worst_case_search
+# Private names other modules use: the search program inside drjax.paper.sensitivity's jit, and
+# the tests' feasible starting points.
+from drjax.sensitivity.families import _uniform_in_balls  # noqa: F401
+from drjax.sensitivity.search import _search  # noqa: F401
 
 __all__ = [
     "RhoGradient",
