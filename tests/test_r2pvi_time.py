@@ -43,15 +43,15 @@ def test_rows_and_panels(tiny):
 
 def test_figure_draws_every_series(tiny, tmp_path):
   import matplotlib.pyplot as plt
-  from drjax.paper import outputs
+  from drjax.paper import plotting
   _, p = tiny
   drawn = []
-  orig = outputs.save_figure
-  outputs.save_figure = lambda fig, base: (drawn.append(fig), orig(fig, base))
+  orig = plotting.save_figure
+  plotting.save_figure = lambda fig, base: (drawn.append(fig), orig(fig, base))
   try:
     r2pvi_time.plot(p, str(tmp_path / "f"))
   finally:
-    outputs.save_figure = orig
+    plotting.save_figure = orig
   fig = drawn[0]
   ax_a, ax_b = fig.axes[:2]
   # panel a: 2 agents x (drjax, NumPy, published: only at N = 1,000, a single point)

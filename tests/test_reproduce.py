@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from drjax import cli
-from drjax.paper import outputs, programs as paper
+from drjax.paper import outputs, plotting, programs as paper
 
 # --opt-level 0: these runs check outputs, not the level (tests/test_opt_level.py does); the
 # put option's program compiles 3.6x faster at -O0 than at "auto"'s -O1.
@@ -195,7 +195,7 @@ def test_interrupted_write_leaves_previous_results(tmp_path, monkeypatch):
   def boom(*a, **k):
     raise KeyboardInterrupt
 
-  monkeypatch.setattr(outputs, "_plot", boom)
+  monkeypatch.setattr(plotting, "save_curve_figure", boom)
   changed = {"b": panels["a"]}
   with pytest.raises(KeyboardInterrupt):
     outputs.write_figure(out, "figX", changed)

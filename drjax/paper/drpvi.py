@@ -252,9 +252,9 @@ def summary_table(panels_: dict) -> list[str]:
   """``results.md`` lines: a caption and a table with one row per panel and one column per agent
   and quantity: the share of seeds whose learned first action at x1 is the robust-optimal one,
   the mean exact robust SubOpt, and the seeds where VA-DRPVI's policy equals DRPVI's."""
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  from drjax.paper import tables  # pylint: disable=g-import-not-at-top
   names = [registry.get(n).display for n in AGENTS]
-  seeds = outputs.seeds_note(panels_.values())
+  seeds = tables.seeds_note(panels_.values())
   lines = ["", "`drpvi` (DRPVI paper, Figure 2; offline, exact evaluation): the exact "
            "robust-optimal first action at x1 (step 1); per agent, the share of seeds whose "
            "learned first action is it and the mean exact robust suboptimality "
@@ -273,4 +273,4 @@ def summary_table(panels_: dict) -> list[str]:
                 [f"{f[n]['robust_optimal_first_action_share']:.2f}" for n in names] +
                 [f"{f[n]['subopt_mean']:.4f}" for n in names] +
                 [f"{vs['seeds_with_identical_policy']}/{c['seeds']}", c.get("run", "?")])
-  return lines + outputs.md_table(header, rows)
+  return lines + tables.md_table(header, rows)

@@ -364,8 +364,8 @@ def panels(res: dict, *, seeds: int, trajectories: int) -> dict:
 def summary_table(panels_: dict) -> list[str]:
   """``results.md`` lines: the mean of each learned curve over its x values (one row per panel
   and curve), and the exact weight matching each rho of fig1c."""
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
-  seeds = outputs.seeds_note(panels_.values())
+  from drjax.paper import tables  # pylint: disable=g-import-not-at-top
+  seeds = tables.seeds_note(panels_.values())
   lines = ["", "`r2pvi` (R2PVI paper, Figure 1(a)-(d); exact evaluation): the mean of each "
            "learned curve over its x values (expected return in the target domain; "
            f"{seeds}).", ""]
@@ -378,23 +378,23 @@ def summary_table(panels_: dict) -> list[str]:
       m = np.asarray(cur["mean"], float)
       rows.append(["r2pvi", tag, c["seeds"], c["trajectories"], name,
                    f"{np.nanmean(m):.3f}", c.get("run", "?")])
-  lines += outputs.md_table(["figure", "panel", "seeds", "K", "curve",
-                             f"mean over x (return; {seeds})", "run"], rows)
+  lines += tables.md_table(["figure", "panel", "seeds", "K", "curve",
+                            f"mean over x (return; {seeds})", "run"], rows)
   corr = [(tag, r, w) for tag, p in panels_.items()
           for r, w in zip(p["x"], p.get("correspondence_weight_for_rho", [])) if np.isfinite(w)]
   if corr:
     lines += ["", "`r2pvi`, fig1c: the exact regularization weight at which the TV-regularized "
               "value of the exact rho-robust-optimal policy equals its TV-constrained value at "
               "rho (`planning.weight_for_radius`).", ""]
-    lines += outputs.md_table(["figure", "panel", "rho", "exact weight"],
-                              [["r2pvi", t, f"{r:.3f}", f"{w:.4f}"] for t, r, w in corr])
+    lines += tables.md_table(["figure", "panel", "rho", "exact weight"],
+                             [["r2pvi", t, f"{r:.3f}", f"{w:.4f}"] for t, r, w in corr])
   return lines
 
 
 def plot(panels_: dict, path_base: str) -> None:
   """Writes ``figure(panels_)`` to ``path_base.png`` and ``.pdf``."""
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
-  outputs.save_figure(figure(panels_), path_base)
+  from drjax.paper import plotting  # pylint: disable=g-import-not-at-top
+  plotting.save_figure(figure(panels_), path_base)
 
 
 def figure(panels_: dict):
@@ -402,15 +402,15 @@ def figure(panels_: dict):
 
   Learned curves in their algorithm's colour (variants of one algorithm in shades of it),
   exact references thin and above them, each y axis scaled to the learned curves (``drjax.style``,
-  ``outputs.draw_curves``). A ``matplotlib.figure.Figure`` on an Agg canvas (no pyplot).
+  ``plotting.draw_curves``). A ``matplotlib.figure.Figure`` on an Agg canvas (no pyplot).
   """
   from drjax import style  # pylint: disable=g-import-not-at-top
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
-  fig = outputs.new_figure((21.0, 4.8))
+  from drjax.paper import plotting  # pylint: disable=g-import-not-at-top
+  fig = plotting.new_figure((21.0, 4.8))
   axes = fig.subplots(1, 5)
   for ax, tag in zip(list(axes[:3]) + [axes[4]], ("fig1a", "fig1b", "fig1c", "fig1d")):
     p = panels_[tag]
-    info = outputs.draw_curves(ax, p, False, outputs.x_symbol(p))
+    info = plotting.draw_curves(ax, p, False, plotting.x_symbol(p))
     ax.set_title(style.math(p["title"]), fontsize=9)
     ax.set_xlabel(style.math(p["x_label"]), fontsize=8)
     ax.set_ylabel(style.y_label(p["y_label"]), fontsize=8)
@@ -431,5 +431,5 @@ def figure(panels_: dict):
   if any("off scale" in t.get_text() for ax in axes for t in ax.texts):
     title += ("\nThe y axis shows the learned curves; exact references beyond it are cut at the "
               "edge (thick mark) with the value they reach written beside it.")
-  outputs.fit_layout(fig, fig.suptitle(title, fontsize=9))
+  plotting.fit_layout(fig, fig.suptitle(title, fontsize=9))
   return fig

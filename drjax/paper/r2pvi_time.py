@@ -129,6 +129,15 @@ def panels(res: dict) -> dict:
   return out
 
 
+def summary_table(panels_: dict) -> list[str]:
+  """``results.md`` lines: a caption and a table with one row per panel and agent
+  (``summary_rows``)."""
+  return ["", "Fit time (R2PVI paper, Figure 2; put option, H = 20): drjax's warm minimum per "
+          "fit, and NumPy / drjax and published / drjax time ratios (above 1: drjax "
+          "faster).", "", "| figure | panel, agent | seconds and ratios | machine |",
+          "|---|---|---|---|"] + summary_rows(panels_)
+
+
 def summary_rows(panels_: dict) -> list[str]:
   """results.md lines: per agent, drjax seconds and the NumPy / published ratios."""
   rows = []
@@ -151,9 +160,9 @@ def plot(panels_: dict, path_base: str) -> None:
   """Seconds (log scale) against N and against d: drjax solid, NumPy dashed, published dotted;
   one colour per agent."""
   from drjax import style  # pylint: disable=g-import-not-at-top
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  from drjax.paper import plotting  # pylint: disable=g-import-not-at-top
   from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
-  fig = outputs.new_figure((11.0, 4.4))
+  fig = plotting.new_figure((11.0, 4.4))
   axes = fig.subplots(1, 2)
   styles = (("drjax_s", "-", "o", "drjax (this machine)"),
             ("numpy_s", "--", "s", "vectorized NumPy (this machine)"),
@@ -189,4 +198,4 @@ def plot(panels_: dict, path_base: str) -> None:
                f"(JAX {m['jax']}) on {where}; NumPy {m['numpy']} in the same process",
                fontsize=9)
   fig.tight_layout(rect=(0, 0.06, 1, 1))
-  outputs.save_figure(fig, path_base)
+  plotting.save_figure(fig, path_base)

@@ -176,16 +176,16 @@ def _run(xi_norms, *, delta, p, num_rho, map_rho, search_rho, steps, restarts, s
 
 def plot(panels: dict, path_base: str) -> None:
   """Writes the figure of ``figure(panels)`` to ``path_base.png`` and ``.pdf`` (Agg, no pyplot)."""
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  from drjax.paper import plotting  # pylint: disable=g-import-not-at-top
 
-  outputs.save_figure(agg_figure(panels), path_base)
+  plotting.save_figure(agg_figure(panels), path_base)
 
 
 def agg_figure(panels: dict):
   """``figure(panels)`` on its own Agg canvas (no pyplot): what ``plot`` saves."""
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  from drjax.paper import plotting  # pylint: disable=g-import-not-at-top
 
-  fig = outputs.new_figure(_figsize(panels))
+  fig = plotting.new_figure(_figsize(panels))
   _draw(fig, panels)
   return fig
 
@@ -250,7 +250,7 @@ RHO_ONE_NOTE = (
 def _draw(fig, panels: dict) -> None:
   """Draws ``figure``'s panels into the empty figure ``fig`` and lays it out."""
   from drjax import style  # pylint: disable=g-import-not-at-top
-  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  from drjax.paper import plotting  # pylint: disable=g-import-not-at-top
 
   tags = list(panels)
   axes = fig.subplots(3, len(tags), squeeze=False)
@@ -314,7 +314,7 @@ def _draw(fig, panels: dict) -> None:
     cb.ax.tick_params(labelsize=7)
     for a in axes[:2, j]:
       a.tick_params(labelsize=7)
-  legend = outputs.figure_legend(fig, handles)
+  legend = plotting.figure_legend(fig, handles)
   footer = None
   if lefts:
     left = ", ".join(f"{v:.2g}".replace("-", "\N{MINUS SIGN}") for _, v in lefts)
@@ -322,8 +322,8 @@ def _draw(fig, panels: dict) -> None:
       xis = ", ".join(f"{xi:g}" for xi, _ in lefts)
       left += r" (for $\|\xi\|_1$ = " + xis + ")"
     note = RHO_ONE_NOTE.replace("{left}", left)
-    footer = fig.text(0.5, 0, outputs.wrap_text(note, int(fig.get_figwidth() * 14)),
+    footer = fig.text(0.5, 0, plotting.wrap_text(note, int(fig.get_figwidth() * 14)),
                       ha="center", va="bottom", fontsize=7.5)
-  outputs.fit_layout(fig, fig.suptitle(
+  plotting.fit_layout(fig, fig.suptitle(
       "Sensitivity of the optimal robust value to $\\rho$ (linear MDP, source domain, exact)",
       fontsize=10), legend=legend, footer=footer)
