@@ -890,17 +890,17 @@ def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
   alphas = jnp.exp(la)
   t_grid = shift(jnp.broadcast_to(alphas[:, None], (grid_size, d)))  # [G, d]
   # The grid's sums: one product shares the exponentials of all coordinates (the single shift m:
-  # the bits of the search before the per-coordinate shift); a grid point where some coordinate
-  # needs its own shift (t != m) recomputes that coordinate's sum with it.
+  # the bits of the search before the per-coordinate shift), kept where t = m; a grid point where
+  # some coordinate needs its own shift computes the sums again with it (one grid point at a
+  # time, and only those: small alphas, and none in most fits).
   u = jnp.exp(-excess[None, :] / alphas[:, None])  # [G, n]
   zu_shared = (M @ u.T).T  # [G, d]
 
-  def own_shift(x):
+  def own(x):
     a, t, z = x
     return jax.lax.cond(jnp.all(t == m), lambda: z, lambda: zu_of(jnp.broadcast_to(a, (d,)), t))
 
-  zu_grid = jnp.where(t_grid == m, zu_shared,
-                      jax.lax.map(own_shift, (alphas, t_grid, zu_shared)))
+  zu_grid = jnp.where(t_grid == m, zu_shared, jax.lax.map(own, (alphas, t_grid, zu_shared)))
   grid_vals = jax.vmap(lambda a, t, z: value(a, t, z), out_axes=1)(alphas, t_grid, zu_grid)
   j = jnp.argmax(grid_vals, axis=1)
   step = la[1] - la[0]
