@@ -508,7 +508,7 @@ def validate(config: SweepConfig) -> SweepConfig:
   lam = _floats("lam", c.lam, lo=0.0, lo_open=True)
   hparams = _check_hparams(c)
   # Environment parameters.
-  env_params = {}
+  sources = {}
   for name, values in c.env_params.items():
     if name not in env_params(c.env):
       hint = " (a target parameter: use targets)" if name in ("q", "target") else ""
@@ -519,7 +519,7 @@ def validate(config: SweepConfig) -> SweepConfig:
       if not all(v == int(v) and 0 <= v < 2**31 for v in vals):
         raise _Error("env_params instance", f"must be integers in [0, 2^31), got {list(vals)}")
       vals = tuple(int(v) for v in vals)
-    env_params[name] = vals
+    sources[name] = vals
   dtype = c.dtype
   current = "float64" if jax.config.jax_enable_x64 else "float32"
   if dtype is None:
@@ -530,9 +530,9 @@ def validate(config: SweepConfig) -> SweepConfig:
     raise _Error("dtype", f"{dtype} requested but JAX computes in {current} (set "
                           f"jax.config.update('jax_enable_x64', {dtype == 'float64'}) first)")
   # Every combination of source values must be valid (checked before anything is compiled).
-  combos = list(itertools.product(*env_params.values())) or [()]
+  combos = list(itertools.product(*sources.values())) or [()]
   for combo in combos:
-    _check_source(env, c, dict(zip(env_params, combo)), None, dtype)
+    _check_source(env, c, dict(zip(sources, combo)), None, dtype)
   targets = None
   if c.targets is not None:
     if env_target(c.env) is None:
@@ -552,11 +552,11 @@ def validate(config: SweepConfig) -> SweepConfig:
     targets = (name, start, stop, int(num))
     grid = target_values(targets)
     for combo in combos:
-      _check_source(env, c, dict(zip(env_params, combo)), grid, dtype)
+      _check_source(env, c, dict(zip(sources, combo)), grid, dtype)
   resolved = dataclasses.replace(
       c, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
       trajectories=tuple(int(n) for n in traj), reg_weight=reg_weight,
-      env_params=env_params, targets=targets, dtype=dtype, env_args=dict(c.env_args),
+      env_params=sources, targets=targets, dtype=dtype, env_args=dict(c.env_args),
       hparams=hparams, plugins=plugins,
       memory_mb=(float(c.memory_mb) if c.memory_mb is not None
                  else auto_memory_mb(jax.devices()[0])),
