@@ -47,7 +47,7 @@ import sys
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("utilities, protocols", ("_xla", "_precision", "_checks", "_io", "_pystack", "plugins",
                               "protocols")),
-    ("linear algebra, duals", ("robust", "regularized")),
+    ("linear algebra, duals", ("linalg", "duals_tv", "duals_kl_chi2", "robust", "regularized")),
     ("envs", ("envs/*",)),
     ("data", ("data",)),
     ("agents", ("agents/*",)),

@@ -8,7 +8,7 @@ Section 3.2 (eq. (factor uncertainty set)) reads
   ``Q_h(s, a) = r_h(s, a) + sum_i phi_i(s, a) * inf_{TV(mu, mu_{h,i}) <= rho_{h,i}} E_mu V_{h+1}``
 
 because the factor balls are independent of ``(s, a)`` and of each other and ``phi >= 0``. Each
-inner infimum is the general TV strong duality of Proposition 3 (``robust.tv_worst_case_value``,
+inner infimum is the general TV strong duality of Proposition 3 (``duals_tv.tv_worst_case_value``,
 the min over *all* states included), so no fail-state assumption (Assumption 2 / Remark 1) is
 needed. ``rho = 0`` is ordinary value iteration on ``P_h = phi_h mu_h``.
 
@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax import _checks, regularized, robust
+from drjax import _checks, duals_tv, regularized
 from drjax.envs.base import LinearModel
 from drjax._precision import exact_matmuls
 
@@ -113,7 +113,7 @@ def validate_policy(policy, horizon: int, num_states: int, num_actions: int) -> 
 
 def _factor_values(mu_h: Array, v_next: Array, rho_h: Array) -> Array:
   """``[d]`` worst-case factor expectations ``inf_{TV(mu, mu_{h,i}) <= rho_{h,i}} E_mu V``."""
-  val, _ = jax.vmap(robust.tv_worst_case_value, in_axes=(0, None, 0))(mu_h, v_next, rho_h)
+  val, _ = jax.vmap(duals_tv.tv_worst_case_value, in_axes=(0, None, 0))(mu_h, v_next, rho_h)
   return val
 
 
@@ -218,7 +218,7 @@ def worst_case_kernel(model: LinearModel, rho, v_next_per_step) -> tuple[Array, 
   """The adversary's factor distributions and kernel against given next-step values.
 
   For each ``(h, i)``, ``mu_worst[h, i]`` is the primal minimiser of Proposition 3
-  (``robust.tv_worst_case_distribution``) of ``E_mu V_{h+1}`` over the TV ball of radius
+  (``duals_tv.tv_worst_case_distribution``) of ``E_mu V_{h+1}`` over the TV ball of radius
   ``rho_{h,i}`` around ``mu_{h,i}``; the kernel is ``P_h(.|s,a) = sum_i phi_{h,i}(s,a)
   mu_worst[h,i]``, a member of the d-rectangular set of Section 3.2. With
   ``v_next_per_step = robust_evaluate(model, rho, pi)[1:]`` it attains the robust value of ``pi``
@@ -239,7 +239,7 @@ def worst_case_kernel(model: LinearModel, rho, v_next_per_step) -> tuple[Array, 
   _checks.finite("v_next_per_step", v_next_per_step)
   dtype = jnp.result_type(model.phi, model.mu, v_next_per_step)
   rho = jnp.asarray(rho, dtype)
-  per_factor = jax.vmap(robust.tv_worst_case_distribution, in_axes=(0, None, 0))
+  per_factor = jax.vmap(duals_tv.tv_worst_case_distribution, in_axes=(0, None, 0))
   mu_worst = jax.vmap(per_factor)(model.mu, jnp.asarray(v_next_per_step, dtype), rho)
   kernel = jnp.einsum("hsad,hdt->hsat", model.phi, mu_worst)
   return mu_worst, kernel

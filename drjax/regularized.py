@@ -14,7 +14,7 @@ bounded search.
 
 Conventions (all divergences are between distributions on the same finite state space):
 
-* ``TV(nu, mu) = 1/2 ||nu - mu||_1`` (as in ``drjax.robust``). This is the normalization under
+* ``TV(nu, mu) = 1/2 ||nu - mu||_1`` (as in ``drjax.duals_tv``). This is the normalization under
   which R2PVI's closed form ``E_mu [V]_{min V + w}`` is exact (moving mass ``delta`` costs
   ``w * delta``); with ``||nu - mu||_1`` instead the truncation level would be ``min V + 2 w``.
 * ``KL(nu || mu) = sum_s nu(s) log(nu(s) / mu(s))`` (``+inf`` unless ``nu << mu``).
@@ -23,7 +23,7 @@ Conventions (all divergences are between distributions on the same finite state 
 So the KL and chi-square adversaries only reweight the support of ``mu``: their minima involve
 ``m = min {V(s) : mu(s) > 0}``, and ``V`` on states outside the support is ignored. The TV
 adversary may move mass to *any* state, so its ``m`` is the minimum over all states (no fail-state
-assumption needed, as in ``robust.tv_worst_case_value``).
+assumption needed, as in ``duals_tv.tv_worst_case_value``).
 
 Every kernel handles one factor: ``mu [S]`` (a distribution, zeros allowed), ``V [S]`` (any
 finite reals, ties allowed) and a scalar weight ``w > 0`` / radius ``rho >= 0`` that may be
@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import _checks
-from drjax.robust import _float_dtype
+from drjax.linalg import _float_dtype
 from drjax._precision import exact_matmuls
 
 Array = jax.Array

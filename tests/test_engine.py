@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import oracle
-from drjax import robust
+from drjax import linalg, robust
 from drjax.agents.base import make_hparams
 from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
 from drjax.envs.linear_mdp import LinearMDP
@@ -210,7 +210,7 @@ def test_alpha_max_atoms_equals_brute_force(n, method, monkeypatch):
   # The sort-free product, the sort by pairwise ranks and XLA's sort (forced by
   # RANK_SORT_MAX = 0); n = 300 is above SORT_FREE_MAX_ATOMS, where sort=None sorts.
   for sort, rank_max in ((False, None), (True, None), (True, 0), (None, None)):
-    monkeypatch.setattr(robust, "RANK_SORT_MAX", 256 if rank_max is None else rank_max)
+    monkeypatch.setattr(linalg, "RANK_SORT_MAX", 256 if rank_max is None else rank_max)
     nu, alpha = robust.alpha_max_atoms(jnp.asarray(pinv), jnp.asarray(g), jnp.asarray(v),
                                        jnp.asarray(rho), H, method=method,
                                        grid=jnp.asarray(grid), sort=sort)

@@ -31,7 +31,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from drjax import robust
+from drjax import duals_tv
 from drjax.agents import pieces
 
 Array = jax.Array
@@ -108,7 +108,7 @@ class TVConstrained:
 
   def __call__(self, x: StepInputs, hp) -> tuple[Array, Array]:
     dtype = x.pinv.dtype
-    grid = robust.make_grid(x.horizon, self.grid_size, dtype) if self.method != "exact" else None
+    grid = duals_tv.make_grid(x.horizon, self.grid_size, dtype) if self.method != "exact" else None
     return pieces.tv_oracle(x.pinv, x.g, x.v, hp.rho[x.h].astype(dtype), x.horizon, vmin=x.vmin,
                             operator=x.operator, method=self.method, grid=grid)
 

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax import _checks, robust
+from drjax import _checks, linalg
 from drjax._precision import exact_matmuls
 from drjax.agents import base, compose, pieces
 from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
@@ -92,7 +92,7 @@ def make_agent(name: str, horizon: int, feature_dim: int, num_actions: int, capa
   _checks.boolean("fail_zero", fail_zero)
   _checks.choice("solver", solver, base.SOLVERS)
   if solver == "auto":
-    solver = "cholesky" if d <= robust.UNROLL_MAX_D else "sherman-morrison"
+    solver = "cholesky" if d <= linalg.UNROLL_MAX_D else "sherman-morrison"
   if known is not None:
     _checks.instance("known", known, KnownAction, "a KnownAction (e.g. NOTEBOOK_PUT_KNOWN) or None")
     _checks.function("known.value", known.value, "phi_all [..., A, d] -> [...]")
@@ -221,7 +221,7 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     beta = jnp.asarray(scale(hp), dtype)
     lam = jnp.asarray(hp.lam, dtype)
     if pinv is None or refactor:
-      pinv = jax.vmap(robust.spd_inverse)(gram + lam * jnp.eye(d, dtype=dtype)[None])
+      pinv = jax.vmap(linalg.spd_inverse)(gram + lam * jnp.eye(d, dtype=dtype)[None])
       ops = quad = None  # incrementally kept operators / norms belong to the training lambda
     # Step H: V_{H+1} = 0, so every oracle gives nu_H = 0: w_H = theta_H (known reward),
     # Lambda_H^-1 sum phi r (regressed), or 0 with ``known.last_step_zero`` (the authors'

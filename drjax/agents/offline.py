@@ -161,7 +161,7 @@ def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str =
     over a finite model's states, the data minimum, or 0 under a fail state; as DRPVI's);
   * ``"kl"``: ``-reg_weight log E exp(-V / reg_weight)``, stably (``pieces.kl_reg_oracle``);
   * ``"chi2"``: ``max_alpha E[V]_alpha - Var([V]_alpha) / (4 reg_weight)`` from two regressions,
-    maximized exactly over alpha in [0, H] (``robust.chi2_dual_max``).
+    maximized exactly over alpha in [0, H] (``duals_kl_chi2.chi2_dual_max``).
 
   Each is a ridge estimate per coordinate; penalty ``beta sum_i phi_i sqrt([Lambda^-1]_ii)``
   (``penalty="notebook"``: the public code's form), ``Q = clip(phi^T (theta + w) - penalty, 0,
@@ -200,7 +200,7 @@ def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "
 
   ``w_{h,i} = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_{h,i}`` with the ridge estimate
   ``zhat(alpha)`` of ``E exp(-V / alpha)`` clipped to ``[exp(-H/alpha), 1]``, by a bounded 1-D
-  search (``robust.kl_dual_search``: a log-spaced grid, then golden section to ``tol`` in
+  search (``duals_kl_chi2.kl_dual_search``: a log-spaced grid, then golden section to ``tol`` in
   log(alpha)): **not exact**, tolerance-limited. ``rho`` is the KL radius (>= 0, not bounded by
   1). Hyperparameters: ``DRVILHParams(rho, beta, lam)``.
   """

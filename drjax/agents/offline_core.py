@@ -13,7 +13,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax import data as data_lib
-from drjax import robust
+from drjax import duals_tv, linalg
 from drjax._precision import exact_matmuls
 from drjax.agents import base, compose, pieces
 from drjax.agents.base import QFunction
@@ -306,7 +306,7 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
     valid = ds.valid.astype(dtype)
     tops = (H - jnp.arange(H)).astype(dtype)
     eye = jnp.eye(d, dtype=dtype)
-    grid = (robust.make_grid(H, cfg.grid_size, dtype) if cfg.grid_size
+    grid = (duals_tv.make_grid(H, cfg.grid_size, dtype) if cfg.grid_size
             else jnp.zeros((0,), dtype))
     vmin_of = vmin_fn(vmin_mode, at)
 
@@ -328,7 +328,7 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
       m2 = jnp.clip(ds.phi[h] @ z2, 0.0, H * H)
       wts = valid[:, None] / jnp.maximum(1.0, m2 - m1 * m1 - shift)
       sig = jnp.einsum("nc,nd,ne->cde", wts, ds.phi[h], ds.phi[h]) + (lam * eye)[None]
-      sinv = jax.vmap(robust.spd_inverse)(sig)  # [C, d, d]
+      sinv = jax.vmap(linalg.spd_inverse)(sig)  # [C, d, d]
       b = jnp.einsum("nc,nd,nc->cd", wts, ds.phi[h], jnp.minimum(v[:, None], c[None, :]))
       z = jnp.einsum("cde,ce->dc", sinv, b)  # [d, C]
       pen = c if m is None else c - jnp.minimum(m, c)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from drjax import _checks, robust
+from drjax import _checks, duals_kl_chi2, duals_tv, linalg
 
 Array = jax.Array
 
@@ -49,7 +49,7 @@ def sqrt_diag(pinv):
 def ridge_inverse(gram: Array, lam) -> Array:
   """``(gram + lambda I)^-1`` for one ``[d, d]`` Gram matrix (``gram`` without the ridge)."""
   d = gram.shape[-1]
-  return robust.spd_inverse(gram + jnp.asarray(lam, gram.dtype) * jnp.eye(d, dtype=gram.dtype))
+  return linalg.spd_inverse(gram + jnp.asarray(lam, gram.dtype) * jnp.eye(d, dtype=gram.dtype))
 
 
 def d_rectangular(pinv: Array, phi: Array) -> Array:
@@ -194,9 +194,9 @@ def tv_oracle(pinv: Array, g: Array, v: Array, rho: Array, horizon, *, vmin=None
               grid: Array | None = None) -> tuple[Array, Array]:
   """TV-constrained dual oracle: ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i (alpha -
   min(m, alpha))``, ``z(alpha) = Lambda^-1 sum_n g_n min(v_n, alpha)``; exact over the kinks
-  (``robust.alpha_max_atoms``). ``vmin=None``: the fail-state form ``m = 0``."""
-  return robust.alpha_max_atoms(pinv, g, v, rho, horizon, method=method, grid=grid,
-                                operator=operator, vmin=vmin)
+  (``duals_tv.alpha_max_atoms``). ``vmin=None``: the fail-state form ``m = 0``."""
+  return duals_tv.alpha_max_atoms(pinv, g, v, rho, horizon, method=method, grid=grid,
+                                  operator=operator, vmin=vmin)
 
 
 def ridge_oracle(pinv: Array, g: Array, v: Array, reward_sum: Array) -> Array:
@@ -249,7 +249,7 @@ def kl_reg_oracle(pinv: Array, g: Array, v: Array, mask, m, weight: Array, top) 
   its maximum, so ``w`` lies in ``[m, top]``).
 
   ``log zhat_i`` is computed in the log domain with a shift ``t_i`` per coordinate
-  (``robust._kl_shift``): ``log zhat_i = -(t_i - m)/weight_i + log [Lambda^-1 sum_n g_n
+  (``duals_kl_chi2._kl_shift``): ``log zhat_i = -(t_i - m)/weight_i + log [Lambda^-1 sum_n g_n
   exp(-(v_n - t_i)/weight_i)]_i``, ``t_i`` near the smallest target among the atoms that carry
   coordinate i's weight (``[Lambda^-1 g_n]_i`` structurally nonzero), so no exponential overflows
   and the leading one does not underflow: exact whenever the estimate is representable, for any
@@ -261,10 +261,10 @@ def kl_reg_oracle(pinv: Array, g: Array, v: Array, mask, m, weight: Array, top) 
   # patterns (exact counts), so an atom with no path to i never sets its shift.
   nz = lambda x: (x != 0).astype(g.dtype)  # noqa: E731
   support = jnp.dot(nz(pinv), nz(g).T, precision=jax.lax.Precision.HIGHEST) > 0  # [d, n]
-  t = robust._kl_shift(support, vm, m, weight)  # [d]
+  t = duals_kl_chi2._kl_shift(support, vm, m, weight)  # [d]
   # Exponents <= 0 on the supported atoms, capped for the others (their factors are zero).
   e = -(vm[:, None] - t[None, :]) / weight[None, :]  # [n, d]
-  u = jnp.exp(jnp.minimum(e, robust._kl_shift_margin(e.dtype)))
+  u = jnp.exp(jnp.minimum(e, duals_kl_chi2._kl_shift_margin(e.dtype)))
   z = _diag_of_product(pinv, g.T @ u)
   # log z clipped to [-(top - m)/weight, 0] in the log domain: exp(-(top - m)/weight) underflows
   # to 0 for small weights (0.01 with values up to 20), and log(0) would give inf / NaN.
@@ -277,13 +277,13 @@ def kl_reg_oracle(pinv: Array, g: Array, v: Array, mask, m, weight: Array, top) 
 def chi2_reg_oracle(pinv: Array, g: Array, v: Array, weight: Array, horizon):
   """R2PVI-chi2: ``w_i = max_{alpha in [0, H]} z_i(alpha) - (z2_i(alpha) - z_i(alpha)^2) / (4
   weight_i)`` with ridge estimates ``z`` of ``[V]_alpha`` and ``z2`` of ``[V]_alpha^2``, exactly
-  (``robust.chi2_dual_max``)."""
-  return robust.chi2_dual_max(pinv @ g.T, v, weight, horizon)
+  (``duals_kl_chi2.chi2_dual_max``)."""
+  return duals_kl_chi2.chi2_dual_max(pinv @ g.T, v, weight, horizon)
 
 
 def kl_con_oracle(pinv: Array, g: Array, v: Array, mask, rho: Array, horizon, *,
                   tol: float = 1e-6):
   """DRVI-L (KL-constrained): ``w_i = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_i``,
   ``zhat(alpha) = Lambda^-1 sum_n g_n exp(-v_n / alpha)`` clipped to ``[exp(-H/alpha), 1]``, by a
-  bounded 1-D search (``robust.kl_dual_search``): NOT exact, within ``tol`` in log(alpha)."""
-  return robust.kl_dual_search(pinv @ g.T, v, mask, rho, horizon, tol=tol)
+  bounded 1-D search (``duals_kl_chi2.kl_dual_search``): NOT exact, within ``tol`` in log(alpha)."""
+  return duals_kl_chi2.kl_dual_search(pinv @ g.T, v, mask, rho, horizon, tol=tol)

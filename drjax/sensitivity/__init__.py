@@ -23,7 +23,7 @@ differentiated by ``jax.grad`` and checked against closed forms.
    ``jax.grad`` returns at a kink:** the gradient of the branch the forward pass selected:
    ``jnp.max`` over actions gives the *average* of the gradients of all actions that tie exactly
    (in floating point; JAX's rule for ``max``), and the TV dual takes the *smallest* maximising
-   alpha (``robust.tv_worst_case_value``), i.e. the right derivative of that ``nu_{h,i}`` in
+   alpha (``duals_tv.tv_worst_case_value``), i.e. the right derivative of that ``nu_{h,i}`` in
    ``rho_{h,i}``. Where a tie is not exact in floating point, ``jax.grad`` is the derivative of
    whichever branch wins by rounding: one of the one-sided derivatives.
 3. **Learned estimates.** ``learned_sensitivity``: the pathwise derivative of a finished run's

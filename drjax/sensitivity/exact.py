@@ -13,7 +13,7 @@ from typing import NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from drjax import _checks, planning, robust
+from drjax import _checks, duals_tv, planning
 from drjax.envs.base import LinearModel
 from drjax.sensitivity._common import (_check_policy, _check_rho, _dims, _dtype, _values)
 from drjax._precision import exact_matmuls
@@ -69,7 +69,7 @@ def _alpha_gap(model: LinearModel, rho: Array, v: Array) -> Array:
   """``[H, d]`` ``alpha*_{h,i} - min V_{h+1}``: minus the slope of ``nu_{h,i}`` in ``rho_{h,i}``."""
 
   def one(mu, v_next, r):
-    _, a = robust.tv_worst_case_value(mu, v_next, r)
+    _, a = duals_tv.tv_worst_case_value(mu, v_next, r)
     return a - jnp.min(v_next)
 
   per_step = jax.vmap(one, in_axes=(0, None, 0))

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from drjax import _checks, robust
+from drjax import _checks, duals_tv
 from drjax.envs.base import LinearModel
 from drjax.sensitivity._common import _check_rho, _dims, _dtype
 from drjax._precision import exact_matmuls
@@ -98,7 +98,7 @@ def sa_rectangular_evaluate(model: LinearModel, rho_sa, policy) -> Array:
 
   The set is a TV ball of radius ``rho_sa[h, s, a]`` around every nominal row ``P_h(.|s, a)``,
   chosen independently (Iyengar 2005); each backup is the exact TV dual
-  (``robust.tv_worst_case_value``). With ``rho_sa[h, s, a] = phi(s, a) . rho_h`` the set contains
+  (``duals_tv.tv_worst_case_value``). With ``rho_sa[h, s, a] = phi(s, a) . rho_h`` the set contains
   the d-rectangular set of radius ``rho`` (TV is convex), so this value is never above
   ``planning.robust_evaluate``.
 
@@ -122,8 +122,8 @@ def sa_rectangular_evaluate(model: LinearModel, rho_sa, policy) -> Array:
   rho_pi = jnp.take_along_axis(jnp.asarray(rho_sa, dtype), policy[..., None], axis=2)[..., 0]
 
   def backward(v_next, h):
-    worst = jax.vmap(robust.tv_worst_case_value, in_axes=(0, None, 0))(p_pi[h], v_next,
-                                                                       rho_pi[h])[0]
+    worst = jax.vmap(duals_tv.tv_worst_case_value, in_axes=(0, None, 0))(p_pi[h], v_next,
+                                                                         rho_pi[h])[0]
     v = r_pi[h] + worst
     return v, v
 
