@@ -1,0 +1,402 @@
+"""The docs' tables of measurements, generated from the committed result files.
+
+A page holds a generated table between two markers; everything between them is replaced, the rest
+of the page is left as it is::
+
+    <!-- table: engine-cpu -->
+    ...
+    <!-- /table -->
+
+Run from the repository root (the last step of the command that regenerates the docs' figures,
+``docs/reproduce.md``)::
+
+    python -m drjax.bench.doc_tables            # rewrite the tables in place
+    python -m drjax.bench.doc_tables --check    # exit 1 naming every stale table
+
+Sources: ``benchmarks/results/*.json`` (timings, each table names its machine) and
+``docs/figures-run/*/<figure>/*.json`` (panel files written by ``drjax reproduce``). No JAX, no
+dependencies beyond the standard library.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+BEGIN = re.compile(r"<!--\s*table:\s*([\w-]+)\s*-->")
+END = "<!-- /table -->"
+REGION = re.compile(r"(<!--\s*table:\s*([\w-]+)\s*-->)(.*?)(<!-- /table -->)", re.S)
+
+RESULTS = "benchmarks/results"
+# The engine's workloads, in the order of the tables: (key, what).
+WORKLOADS = (
+    ("linear_20x100", "linear MDP"),
+    ("linear_1000x100", "linear MDP"),
+    ("linear_1x3000", "linear MDP"),
+    ("linear_10000x100", "linear MDP"),
+    ("linear_1x10000", "linear MDP"),
+    ("put_option_1000x100", "put option (buffer form)"),
+    ("random_d128_100x200", "random DRMDP (S 50, A 32, H 10, d 128)"),
+)
+FIT_AGENTS = (("pevi", "PEVI"), ("r2pvi-tv", "R2PVI-TV"), ("r2pvi-kl", "R2PVI-KL"),
+              ("drpvi", "DRPVI"), ("drvi-l", "DRVI-L"))
+
+
+def _load(root, path):
+  with open(os.path.join(root, path), encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _sig(x, digits=2):
+  """x with `digits` significant digits (at least one decimal below 10), thousands commas."""
+  if x is None:
+    return "—"
+  x = float(x)
+  if x == 0:
+    return "0"
+  decimals = max(0, digits - 1 - int(f"{abs(x):e}".split("e")[1]))
+  return f"{x:,.{decimals}f}"
+
+
+def _fixed(x, decimals):
+  return "—" if x is None or x != x else f"{float(x):,.{decimals}f}"
+
+
+def _ratio(x, decimals=1):
+  return f"{x:.{decimals}f}x"
+
+
+def _range(xs, fmt):
+  xs = [x for x in xs if x is not None]
+  lo, hi = fmt(min(xs)), fmt(max(xs))
+  return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _table(header, rows):
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return "\n".join(lines)
+
+
+def _link(path):
+  # As the pages write them: docs/hooks/ turns benchmarks/results/ links into repository links.
+  return f"[`{os.path.basename(path)}`]({path})"
+
+
+def _size(w):
+  return f"{w['seeds']:,} x {w['episodes']:,}"
+
+
+def engine_entry(root):
+  """drjax.sweep against the best NumPy, three runs of `drjax bench --only engine`."""
+  files = sorted(glob.glob(os.path.join(root, RESULTS, "amd-epyc-2c-engine-entry-*.json")))
+  runs = [_load(root, os.path.relpath(f, root)) for f in files]
+  rows = []
+  for key, what in WORKLOADS:
+    ws = [r["benchmarks"]["engine"]["workloads"][key] for r in runs]
+    rows.append((what, _size(ws[0]),
+                 _range([w["drjax"]["warm_s"] for w in ws], lambda x: _sig(x, 2)),
+                 _range([w["numpy_best_s"] for w in ws], lambda x: _sig(x, 2)),
+                 "**" + _range([w["speedup_vs_best_numpy"] for w in ws], _ratio) + "**"))
+  table = _table(("workload", "seeds x episodes", "drjax warm s", "best NumPy s",
+                  "drjax vs best NumPy"), rows)
+  machine = runs[0]["machine"]["name"]
+  return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}), drjax called through "
+          f"`drjax.sweep`, the range over {len(runs)} runs of `drjax bench --only engine` "
+          f"(`{RESULTS}/amd-epyc-2c-engine-entry-{{1,2,3}}.json`).")
+
+
+def engine_cpu(root):
+  """The engine benchmark of the default `drjax bench` run and its rerun."""
+  base = _load(root, f"{RESULTS}/amd-epyc-2c.json")["benchmarks"]["engine"]["workloads"]
+  rerun = _load(root, f"{RESULTS}/amd-epyc-2c-rerun.json")["benchmarks"]["engine"]["workloads"]
+  rows = []
+  for key, what in WORKLOADS:
+    w, r = base[key], rerun[key]
+    ratio = _ratio(w["speedup_vs_best_numpy"])
+    ratio = f"**{ratio}**" if w["speedup_vs_best_numpy"] >= 1 else f"{ratio} (slower)"
+    rows.append((what, _size(w), _sig(w["drjax"]["warm_s"], 3), _fixed(w["drjax"]["compile_s"], 1),
+                 _sig(w["numpy_best_s"], 3), ratio,
+                 f"{_sig(r['drjax']['warm_s'], 2)} / {_sig(r['numpy_best_s'], 3)} = "
+                 f"{_ratio(r['speedup_vs_best_numpy'])}"))
+  table = _table(("workload", "seeds x episodes", "drjax warm s", "drjax compile s",
+                  "best NumPy s", "drjax vs best NumPy", "rerun: drjax s / NumPy s"), rows)
+  big = base["linear_10000x100"]["drjax"]
+  return (f"{table}\n\nPeak RSS of drjax in a fresh process for 10,000 seeds x 100 episodes: "
+          f"{_fixed(big['peak_rss_mb'], 0)} MB ({_fixed(big['peak_rss_mb_per_seed'], 3)} MB per "
+          "seed).")
+
+
+REPRODUCE_RUNS = (
+    ("amd-epyc-2c-reproduce-all-plain.json",
+     "families one after the other, no interpreter tuning (now; median of 3 runs)"),
+    ("amd-epyc-2c-reproduce-all.json",
+     "families in threads, figure worker process, GC thresholds, `os._exit` (removed)"),
+    ("amd-epyc-2c.json", "default `drjax bench` run"),
+    ("amd-epyc-2c-rerun.json", "its rerun, hours later"),
+)
+
+
+def reproduce_all(root):
+  """Cold `drjax reproduce all` in a fresh process, against the authors' notebooks."""
+  rows = []
+  for name, what in REPRODUCE_RUNS:
+    d = _load(root, f"{RESULTS}/{name}")
+    sub = d["benchmarks"]["reproduce_all"]["subprocess"]
+    ref = d["benchmarks"]["reproduce_all"]["reference"]
+    rows.append((d["started"][:10], what, _link(f"{RESULTS}/{name}"),
+                 _fixed(sub["wall_s"], 1), _fixed(sub["cpu_s"], 1), _fixed(ref["all_s"], 0),
+                 f"{ref['all_s'] / sub['wall_s']:.0f}x"))
+  machine = d["machine"]["name"]
+  table = _table(("date", "the command", "file", "wall s", "CPU s",
+                  "notebooks s (quoted)", "notebooks / drjax"), rows)
+  return (f"{table}\n\nOn `{machine}` (jax {d['machine']['jax']}), `DRJAX_NO_CACHE=1`; the "
+          "notebooks' seconds are the authors' code's timing on a 2-core machine like it, for the "
+          "first paper's 12 panels alone, not run here.")
+
+
+def offline_linear(root):
+  """One DRPVI fit program on the linear MDP, 1,000 seeds x 100 trajectories."""
+  d = _load(root, f"{RESULTS}/amd-epyc-2c-offline-full.json")
+  rows = []
+  for r in d["benchmarks"]["offline"]["rows"]:
+    if r.get("workload") != "linear_mdp":
+      continue
+    side = r.get("drjax") or r.get("numpy")
+    rows.append((f"`{r['program']}`", r["what"], _sig(side["warm_min_s"], 2),
+                 _fixed(side.get("compile_s"), 1)))
+  return (_table(("program", "what", "warm s (minimum)", "compile s"), rows)
+          + f"\n\nOn `{d['machine']['name']}`, float32 "
+          f"({_link(RESULTS + '/amd-epyc-2c-offline-full.json')}).")
+
+
+def _fit_rows(root):
+  cpu = _load(root, f"{RESULTS}/amd-epyc-2c-offline-full.json")
+  gpu = _load(root, f"{RESULTS}/nvidia-h200-r2pvi-time.json")
+  put = [r for r in cpu["benchmarks"]["offline"]["rows"] if r.get("workload") == "put_option"]
+  out = []
+  for fig, axis in (("fig2a", "N"), ("fig2b", "d")):
+    for agent, name in FIT_AGENTS:
+      series = gpu[fig]["series"][agent]
+      for i, x in enumerate(gpu[fig]["x"]):
+        n, d = (x, 31) if axis == "N" else (1000, x + 1)  # fig2b's x: anchors, d = anchors + 1
+        if fig == "fig2b" and d == 31:
+          continue
+        row = next(r for r in put if r["agent"] == agent and r["N"] == n and r["d"] == d)
+        out.append((name, n, d, row, series["drjax_s"][i], series["numpy_over_drjax"][i],
+                    series["published_over_drjax"][i]))
+  return out
+
+
+def offline_fit_time(root):
+  """The R2PVI paper's Figure 2 grid: one fit, drjax against NumPy and the published seconds."""
+  rows = []
+  for name, n, d, row, gpu_s, gpu_ratio, _ in _fit_rows(root):
+    rows.append((name, f"{n:,}", d, _fixed(row["published_s"], 2),
+                 f"{_fixed(row['drjax']['warm_min_s'] * 1000, 1)} "
+                 f"({_fixed(row['ratio_numpy_over_drjax'], 2)}x)",
+                 f"{_fixed(gpu_s * 1000, 1)} ({_fixed(gpu_ratio, 1)}x)"))
+  return _table(("agent", "N", "d", "published s (i5-11300H)",
+                 "amd-epyc-2c: drjax ms (NumPy / drjax)", "H200: drjax ms (NumPy / drjax)"), rows)
+
+
+def offline_fit_ranges(root):
+  """The ranges of the fit-time ratios, per machine."""
+  fits = _fit_rows(root)
+  cpu = _load(root, f"{RESULTS}/amd-epyc-2c-offline-full.json")["benchmarks"]["offline"]["rows"]
+  put = [r for r in cpu if r.get("workload") == "put_option"]
+  cpu_pub = [r["ratio_published_over_drjax"] for r in put]
+  cpu_np = [r["ratio_numpy_over_drjax"] for r in put]
+  gpu_pub = [f[6] for f in fits]
+  gpu_np = [f[5] for f in fits if not (f[1] == 1000 and f[2] == 31)]
+  gpu_base = [f[5] for f in fits if f[1] == 1000 and f[2] == 31]
+  rows = [(f"`amd-epyc-2c` (all {len(put)} put-option rows of the file)",
+           _range(cpu_pub, lambda x: f"{x:,.0f}x"), _range(cpu_np, lambda x: f"{x:.2f}x"),
+           "(included)"),
+          ("NVIDIA H200", _range(gpu_pub, lambda x: f"{x:,.0f}x"),
+           _range(gpu_np, lambda x: f"{x:.1f}x"), _range(gpu_base, lambda x: f"{x:.1f}x"))]
+  table = _table(("machine", "published / drjax", "NumPy / drjax (N, d) != (1,000, 31)",
+                  "NumPy / drjax at N = 1,000, d = 31"), rows)
+  cost = []
+  for agent, name, base in (("r2pvi-tv", "R2PVI-TV", "PEVI"), ("r2pvi-kl", "R2PVI-KL", "PEVI"),
+                            ("r2pvi-chi2", "R2PVI-chi2", "DRPVI")):
+    ratios = [r["ratio_over_baseline"]["drjax"] for r in put if r["agent"] == agent]
+    cost.append((name, base, _range(ratios, lambda x: f"{x:.2f}x")))
+  return table + "\n\n" + _table(("agent (`amd-epyc-2c`, drjax)", "baseline",
+                                    "time / baseline's time"), cost)
+
+
+def gpu_engine(root):
+  """The engine's workloads on the H200."""
+  d = _load(root, f"{RESULTS}/nvidia-h200.json")
+  rows = []
+  for key, what in WORKLOADS:
+    if key in d["rows"]:
+      w = d["rows"][key]
+      rows.append((what, _size(w), _sig(w["warm_s"], 2), _fixed(w["compile_s"], 1)))
+  return _table(("workload (DR-LSVI-UCB) on the H200", "seeds x episodes", "warm s", "compile s"),
+                rows)
+
+
+def gpu_sweep(root):
+  """`drjax sweep` of 100,000 seeds x 2 agents on the H200, from its `sweep.json`."""
+  d = _load(root, f"{RESULTS}/nvidia-h200-sweep.json")
+  t, lay = d["timings"], d["layout"]
+  compile_s = " + ".join(f"{_fixed(v, 1)} ({k})" for k, v in t["compile_s"].items())
+  return _table(("runs", "chunks x runs", "chunk compute s", "compile s", "total s (in the file)"),
+                [(f"{t['runs_computed']:,}", f"{lay['num_chunks']} x {lay['chunk_size']:,}",
+                  _fixed(t["chunks_s"], 2), compile_s, _fixed(t["total_s"], 1))])
+
+
+def sweep_timings(root):
+  """`drjax sweep` on amd-epyc-2c: the issue's sweep, 100,000 seeds, the chunk program."""
+  d = _load(root, f"{RESULTS}/amd-epyc-2c-sweep.json")
+  a, b = d["sweep_20k_two_rho"], d["sweep_20k_two_rho_after_rng_hoist"]
+  rows = []
+  for label, s in (("20,000 seeds x rho {0, 0.5}, six interleaved pairs", a),
+                   ("the same, current code, quieter machine, four pairs", b)):
+    for dev in ("devices_1", "devices_2"):
+      m = s["median"][dev]
+      rows.append((label, dev[-1], _fixed(m["wall_s"], 2), _fixed(m.get("compile_s"), 2),
+                   _fixed(m["chunks_s"], 2), "—"))
+  for i, r in enumerate(d["sweep_100k_two_rho"]["runs"]):
+    rows.append(("100,000 seeds x rho {0, 0.5}", r["devices"], _fixed(r["wall_s"], 1),
+                 _fixed(r["compile_s"], 2), _fixed(r["chunks_s"], 2), _fixed(r["peak_rss_mb"], 0)))
+  r = d["sweep_100k_rho05"]
+  rows.append(("100,000 seeds, rho 0.5", r["devices"], _fixed(r["wall_s"], 1),
+               _fixed(r["compile_s"], 2), _fixed(r["chunks_s"], 2),
+               _fixed(r["peak_rss_mb_max_so_far"], 0)))
+  table = _table(("sweep (cold, `--chunk 2000` / default budget)", "devices", "wall s (median)",
+                  "compile s", "chunks s", "peak RSS MB"), rows)
+  c, p = d["chunk_program_vs_engine"], d["source_parameter_sweep"]
+  ratios = _table(("warm, in one process", "ratio"), [
+      ("wall, 2 devices over 1 (median of pairs): 20,000 seeds / current code",
+       f"{_ratio(a['wall_ratio_median_of_pairs'], 2)} / "
+       f"{_ratio(b['wall_ratio_median_of_pairs'], 2)}"),
+      ("chunk compute, 2 devices over 1 (medians): 20,000 seeds / current code",
+       f"{_ratio(a['compute_ratio_of_medians'], 2)} / {_ratio(b['compute_ratio_of_medians'], 2)}"),
+      ("the chunk program / `drjax.sweep` + exact evaluation (8,000 runs)",
+       _ratio(c["ratio_chunks_vs_engine"], 2)),
+      ("`sweeps.run` in memory / `drjax.sweep` + exact evaluation",
+       _ratio(c["ratio_run_vs_engine"], 2)),
+      ("two source values / one, chunk s per 4,000 runs (before grouping by source)",
+       f"{_fixed(p['before_4cf2e32']['median']['two_source_values'], 3)} / "
+       f"{_fixed(p['before_4cf2e32']['median']['one_source_value'], 3)}"),
+      ("two source values / one, chunk s per 4,000 runs (now)",
+       f"{_fixed(p['after']['median']['two_source_values'], 3)} / "
+       f"{_fixed(p['after']['median']['one_source_value'], 3)}"),
+      ("100 random DRMDPs x 10 seeds: one chunk per instance / shared chunks, s",
+       f"{_fixed(p['small_groups_random_mdp']['grouped_every_source']['100x10'], 3)} / "
+       f"{_fixed(p['small_groups_random_mdp']['final_code']['100x10'], 3)}"),
+  ])
+  return (f"{table}\n\n{ratios}\n\nOn `{d['machine']['name']}` "
+          f"({_link(RESULTS + '/amd-epyc-2c-sweep.json')}, with the commands it ran).")
+
+
+def _panel_ends(root, panels):
+  rows = []
+  for path, label in panels:
+    p = _load(root, path)
+    x0, x1 = p["x"][0], p["x"][-1]
+    for name, c in p["curves"].items():
+      rows.append((label, name, f"{_fixed(x0, 2)}: {_fixed(c['mean'][0], 3)}",
+                   f"{_fixed(x1, 2)}: {_fixed(c['mean'][-1], 3)}"))
+  return _table(("panel", "curve (mean over seeds)", "first x: value", "last x: value"), rows)
+
+
+def r2pvi_ends(root):
+  """The R2PVI paper's Figure 1(a), (c), (d): each curve at its first and last x."""
+  run = "docs/figures-run/paper/r2pvi"
+  table = _panel_ends(root, ((f"{run}/fig1a.json", "(a) q"), (f"{run}/fig1c.json", "(c) rho"),
+                             (f"{run}/fig1d.json", "(d) p")))
+  c = _load(root, f"{run}/fig1c.json")
+  corr = _table(("rho", "exact weight matching rho"),
+                [(_fixed(x, 2), _fixed(w, 2))
+                 for x, w in zip(c["x"], c["correspondence_weight_for_rho"])])
+  return f"{table}\n\n{corr}"
+
+
+def fig2_ends(root):
+  """The put option's Figure 2, rho = 0.3, both presets: each curve at p_u = 0.15 and 0.85."""
+  return _panel_ends(root, (("docs/figures-run/paper/fig2/rho0.3.json", "paper preset"),
+                            ("docs/figures-run/notebook/fig2/rho0.3.json", "notebook preset")))
+
+
+TABLES = {
+    "engine-entry": engine_entry,
+    "engine-cpu": engine_cpu,
+    "reproduce-all": reproduce_all,
+    "offline-linear": offline_linear,
+    "offline-fit-time": offline_fit_time,
+    "offline-fit-ranges": offline_fit_ranges,
+    "gpu-engine": gpu_engine,
+    "gpu-sweep": gpu_sweep,
+    "sweep-timings": sweep_timings,
+    "r2pvi-ends": r2pvi_ends,
+    "fig2-ends": fig2_ends,
+}
+
+
+def pages(root):
+  """The pages that may hold generated tables (docs/figures-run/ is written by reproduce)."""
+  out = ["README.md", os.path.join("benchmarks", "README.md")]
+  out += sorted(os.path.relpath(p, root)
+                for p in glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True))
+  return [p for p in out if os.path.exists(os.path.join(root, p))
+          and not p.startswith(os.path.join("docs", "figures-run"))]
+
+
+def render(name, root):
+  """The Markdown of table `name` from the result files under `root`."""
+  if name not in TABLES:
+    raise KeyError(f"unknown table {name!r}; known: {', '.join(sorted(TABLES))}")
+  return TABLES[name](root)
+
+
+def regions(text):
+  """(name, current content) of every generated region of a page."""
+  return [(m.group(2), m.group(3)) for m in REGION.finditer(text)]
+
+
+def fill(text, root):
+  """The page with every generated region replaced by what the result files give now."""
+  if len(BEGIN.findall(text)) != text.count(END):
+    raise ValueError("unbalanced <!-- table: NAME --> / <!-- /table --> markers")
+  return REGION.sub(lambda m: f"{m.group(1)}\n{render(m.group(2), root)}\n{m.group(4)}", text)
+
+
+def regenerate(root=".", check=False):
+  """Rewrites (or, with check, only compares) every page; returns the pages that changed."""
+  changed = []
+  for page in pages(root):
+    path = os.path.join(root, page)
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+    if not BEGIN.search(text):
+      continue
+    new = fill(text, root)
+    if new != text:
+      changed.append(page)
+      if not check:
+        with open(path, "w", encoding="utf-8") as f:
+          f.write(new)
+  return changed
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog="python -m drjax.bench.doc_tables", description=__doc__
+                                   .split("\n\n")[0])
+  parser.add_argument("--root", default=".", help="the repository root (default: .)")
+  parser.add_argument("--check", action="store_true",
+                      help="change nothing; exit 1 if a page's tables are stale")
+  args = parser.parse_args(argv)
+  changed = regenerate(args.root, check=args.check)
+  for page in changed:
+    print(f"{'stale' if args.check else 'rewrote'}: {page}")
+  return 1 if (args.check and changed) else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
