@@ -20,7 +20,7 @@ import pytest
 
 from drjax.paper import programs as paper
 
-from drjax.bench import bench  # noqa: E402
+from drjax.bench import bench, timing  # noqa: E402
 
 TINY = {
     "engine": dict(only=["linear_20x100"], reps=1),
@@ -191,7 +191,7 @@ def test_cold_subprocess_environment_has_no_cache(monkeypatch):
 
 
 def test_paper_sizes_give_reference_ratios(monkeypatch):
-  monkeypatch.setattr(bench, "LOAD_SAMPLE_S", 0.05)
+  monkeypatch.setattr(timing, "LOAD_SAMPLE_S", 0.05)  # read by timing._load
   monkeypatch.setattr(paper, "run_linear_mdp", _stand_in("linear-mdp", use_jit=False))
   monkeypatch.setattr(paper, "run_put_option", _stand_in("put-option", use_jit=False))
   r = bench.reproduce_all(subprocess_run=False, seeds=None, episodes=None, test_episodes=None)

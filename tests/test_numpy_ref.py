@@ -26,6 +26,7 @@ from drjax.envs.random_mdp import RandomLinearMDP
 from drjax.train import make_train
 
 from drjax.bench import numpy_ref as ref
+from drjax.bench import numpy_ref_kernels
 
 K = 12
 TOL = 1e-8
@@ -218,7 +219,7 @@ def test_random_model_is_a_valid_drmdp():
 @pytest.mark.parametrize("sort,row_add_min", [(False, 256), (True, 256), (True, 0)])
 def test_alpha_max_equals_brute_force_and_drjax(sort, row_add_min, monkeypatch):
   # row_add_min = 0: the wide layout (atoms first, prefix sums by row adds) even for N d = 12.
-  monkeypatch.setattr(ref, "ROW_ADD_MIN", row_add_min)
+  monkeypatch.setattr(numpy_ref_kernels, "ROW_ADD_MIN", row_add_min)  # read where alpha_max is
   rng = np.random.default_rng(5)
   N, n, d, H, lam = 3, 9, 4, 3.0, 0.3
   g = rng.uniform(0, 1, (N, n, d))

@@ -2,7 +2,10 @@
 works wherever drjax is installed; in a source checkout results go to ``benchmarks/results/``
 (else ``./bench-results/``), next to ``benchmarks/README.md``.
 
-* ``drjax.bench.bench``: the suite (machine, compile share, scaling) behind ``drjax bench``;
+* ``drjax.bench.bench``: the suite behind ``drjax bench`` (``main``, ``BENCHMARKS``), whose
+  benchmarks are ``drjax.bench.reproduce_bench`` (``drjax reproduce all`` cold, compile share)
+  and ``drjax.bench.scaling`` (seeds, the alpha kernel, a hyperparameter grid), with the load
+  and timing accounting of ``drjax.bench.timing`` and the report of ``drjax.bench.report``;
 * ``drjax.bench.engine``: the training engine against ``drjax.bench.numpy_ref`` (vectorized NumPy
   DR-LSVI-UCB);
 * ``drjax.bench.offline`` / ``drjax.bench.numpy_offline``: one offline ``agent.fit`` against
