@@ -1,7 +1,9 @@
 """Quoted numbers cannot go stale: each one is checked against the file it comes from.
 
-A number quoted in the README, the docs pages, CHANGELOG.md or benchmarks/README.md carries its
-source right after it, as an HTML comment that neither GitHub nor the docs site shows:
+Tables of measurements are generated from the result files (``drjax/bench/doc_tables.py``,
+checked by tests/test_doc_tables.py) and the prose quotes few numbers. Where a finding quotes one
+(docs/findings/, the README's findings, the CHANGELOG's record), it carries its source right
+after it, as an HTML comment that neither GitHub nor the docs site shows:
 
     took 32.0 s<!-- src: benchmarks/results/amd-epyc-2c.json#benchmarks/reproduce_all/subprocess/wall_s -->
 
@@ -46,13 +48,19 @@ QUOTED = re.compile(r"(?P<sign>(?<![^\s(\[=/])[-−])?(?P<num>\d[\d,]*(?:\.\d+)?
 # Which machine a benchmark file measured: the name the surrounding text must mention.
 MACHINES = {"amd-epyc-2c": "amd-epyc-2c", "nvidia-h200": "H200"}
 
-# The headline numbers of the README: each of these files must be quoted there at least once.
+# The findings the README quotes: each of these files must be quoted there at least once.
 README_SOURCES = (
-    "benchmarks/results/amd-epyc-2c.json",        # drjax reproduce all, the engine vs NumPy
-    "docs/figures-run/paper/results.md",          # areas under the curves, crossings
+    "docs/figures-run/paper/results.md",          # the critical q, the put option's crossing
     "docs/findings/drpvi_findings.json",          # the DRPVI finding
     "docs/findings/r2pvi_published_code.json",    # the R2PVI published-code finding
 )
+
+# Pages whose prose may quote a number with a source: the findings. Every other page points to a
+# generated table instead (a marker there fails test_markers_only_where_findings_quote_numbers).
+FINDINGS_PAGES = ("README.md", "CHANGELOG.md")
+FINDINGS_DIR = os.path.join("docs", "findings") + os.sep
+# A generated table: the generator rewrites it, tests/test_doc_tables.py checks it.
+GENERATED = re.compile(r"^<!--\s*table:\s*[\w-]+\s*-->.*?^<!-- /table -->", re.S | re.M)
 
 # Figures not made by the documented reproduce command: timing studies of a named machine.
 MACHINE_FIGURES = ("docs/figures/r2pvi_time_cpu.png", "docs/figures/r2pvi_time_h200.png")
@@ -243,9 +251,17 @@ MARKERS = {page: _markers(page) for page in PAGES}
 def test_the_pages_quote_numbers_with_sources():
   assert sum(len(m) for m in MARKERS.values()) > 0, "no quoted numbers found"
   readme = MARKERS["README.md"]
-  assert len(readme) >= 10, "the README's headline numbers must carry their sources"
+  assert len(readme) >= 10, "the numbers of the README's findings must carry their sources"
   for src in README_SOURCES:
     assert any(src in source for source, _, _ in readme), f"the README quotes nothing from {src}"
+
+
+def test_markers_only_where_findings_quote_numbers():
+  # Outside the findings a measurement belongs in a generated table, not in a marked sentence.
+  bad = [f"{page}: {len(MARKERS[page])} markers" for page in PAGES
+         if MARKERS[page] and page not in FINDINGS_PAGES and not page.startswith(FINDINGS_DIR)]
+  assert not bad, "quote these numbers from a generated table (drjax/bench/doc_tables.py):\n" + \
+      "\n".join(bad)
 
 
 def _mismatch(source, quoted):
@@ -294,8 +310,9 @@ def _prose(text):
 
 
 def test_readme_timings_and_speedups_carry_sources():
-  # Every "N s" / "N ms" / "Nx" of the README's prose is a measurement: it must carry a source.
-  text = _prose(_read("README.md"))
+  # Every "N s" / "N ms" / "Nx" of the README's prose is a measurement: it must carry a source
+  # (or be in a generated table, which tests/test_doc_tables.py checks).
+  text = _prose(GENERATED.sub("", _read("README.md")))
   unsourced = []
   for m in re.finditer(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s?(?:s|ms)|x)(?![\w])", text):
     after = text[m.end():m.end() + 12]

@@ -25,9 +25,11 @@ import os
 import re
 import sys
 
-BEGIN = re.compile(r"<!--\s*table:\s*([\w-]+)\s*-->")
-END = "<!-- /table -->"
-REGION = re.compile(r"(<!--\s*table:\s*([\w-]+)\s*-->)(.*?)(<!-- /table -->)", re.S)
+# A marker is a line of its own (a marker quoted inside a sentence or code is not one).
+BEGIN = re.compile(r"^<!--\s*table:\s*([\w-]+)\s*-->[ \t]*$", re.M)
+END = re.compile(r"^<!-- /table -->[ \t]*$", re.M)
+REGION = re.compile(r"^(<!--\s*table:\s*([\w-]+)\s*-->)[ \t]*\n(.*?)^(<!-- /table -->)[ \t]*$",
+                    re.S | re.M)
 
 RESULTS = "benchmarks/results"
 # The engine's workloads, in the order of the tables: (key, what).
@@ -362,7 +364,7 @@ def regions(text):
 
 def fill(text, root):
   """The page with every generated region replaced by what the result files give now."""
-  if len(BEGIN.findall(text)) != text.count(END):
+  if len(BEGIN.findall(text)) != len(END.findall(text)):
     raise ValueError("unbalanced <!-- table: NAME --> / <!-- /table --> markers")
   return REGION.sub(lambda m: f"{m.group(1)}\n{render(m.group(2), root)}\n{m.group(4)}", text)
 
