@@ -28,8 +28,6 @@ from drjax.agents.offline import (
 from drjax.agents.base import (
     Agent,
     AgentConfig,
-    AgentState,
-    StatsState,
     HParams,
     QFunction,
     check_features,
@@ -38,6 +36,7 @@ from drjax.agents.base import (
     validate_hparams,
 )
 from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
+from drjax.agents.state import AgentState, StatsState
 from drjax.envs import (
     Environment,
     FiniteEnvironment,

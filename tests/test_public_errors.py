@@ -1,14 +1,15 @@
 """Every public function rejects bad arguments with a drjax error naming the argument.
 
 A table of specs, one per public function, constructor or method (``drjax.__all__``, the public
-modules ``drjax.agents`` (base, registry, offline, lsvi), ``envs``, ``planning``, ``evaluate``,
-``put_lattice``, ``robust`` (``linalg``, ``duals_tv``, ``duals_kl_chi2``), ``regularized``,
-``sensitivity``, ``data``, ``train`` and the methods of ``Agent`` / ``OfflineAgent`` / the
-environments). A spec is ``(label, function, good keyword arguments, {argument: bad values})``;
-each bad value replaces one good argument, and the call must raise the expected ``TypeError`` /
-``ValueError`` whose message names the argument (as a word). The bad values follow the
-argument's kind (``INT``, ``NUM``, ``ARR``, ``IDX``, ``CHOICE``, ``BOOL``, ``OBJ``, ``KEY``):
-strings, booleans, NaN, wrong shapes, out-of-range values and indices, objects of the wrong class.
+modules ``drjax.agents`` (base, state, registry, offline, lsvi), ``envs``, ``planning``,
+``evaluate``, ``put_lattice``, ``robust`` (``linalg``, ``duals_tv``, ``duals_kl_chi2``),
+``regularized``, ``sensitivity``, ``data``, ``train`` and the methods of ``Agent`` /
+``OfflineAgent`` / the environments). A spec is ``(label, function, good keyword arguments,
+{argument: bad values})``; each bad value replaces one good argument, and the call must raise the
+expected ``TypeError`` / ``ValueError`` whose message names the argument (as a word). The bad
+values follow the argument's kind (``INT``, ``NUM``, ``ARR``, ``IDX``, ``CHOICE``, ``BOOL``,
+``OBJ``, ``KEY``): strings, booleans, NaN, wrong shapes, out-of-range values and indices, objects
+of the wrong class.
 
 Every error must be raised on the host before anything is traced: with JAX's traceback filtering
 off, no frame of the error's traceback may lie inside JAX (a ``jit`` / ``vmap`` / ``scan`` being
@@ -30,7 +31,7 @@ import drjax
 from drjax import data, envs, evaluate, planning, put_lattice, regularized, robust, sensitivity
 from drjax import duals_kl_chi2, duals_tv, linalg
 from drjax import train as train_lib
-from drjax.agents import base, compose, lsvi, offline, registry
+from drjax.agents import base, compose, lsvi, offline, registry, state
 from drjax.envs import put_option as po
 
 NAN = math.nan
@@ -816,8 +817,9 @@ def test_the_table_covers_the_public_api():
   import inspect  # pylint: disable=g-import-not-at-top
   covered = {getattr(fn, "__wrapped__", fn) for _, fn, _, _ in SPECS}
   covered |= {fn for _, fn, _, _ in SPECS}
-  modules = [drjax, base, registry, offline, lsvi, envs, po, planning, evaluate, put_lattice,
-             robust, linalg, duals_tv, duals_kl_chi2, regularized, sensitivity, data, train_lib]
+  modules = [drjax, base, state, registry, offline, lsvi, envs, po, planning, evaluate,
+             put_lattice, robust, linalg, duals_tv, duals_kl_chi2, regularized, sensitivity, data,
+             train_lib]
   # No arguments (LinearMDP, action_vectors), base classes and exceptions, a decorator, and the
   # two R2PVI aliases of r2pvi_kl.
   skip = {"exact_matmuls", "UnknownAgentError", "AgentSpec", "Environment", "FiniteEnvironment",

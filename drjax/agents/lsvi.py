@@ -24,7 +24,9 @@ import numpy as np
 from drjax import _checks, linalg
 from drjax._precision import exact_matmuls
 from drjax.agents import base, compose, pieces
-from drjax.agents.base import Agent, AgentState, HParams, QFunction, StatsState
+from drjax.agents import state as state_lib
+from drjax.agents.base import Agent, HParams, QFunction
+from drjax.agents.state import AgentState, StatsState
 
 
 UNROLL_H = 4  # backward inductions up to this horizon are unrolled (XLA fuses across steps)
@@ -90,7 +92,7 @@ def make_agent(name: str, horizon: int, feature_dim: int, num_actions: int, capa
   _checks.choice("clip", clip, base.CLIP_FORMS)
   _checks.choice("tie_break", tie_break, base.TIE_BREAKS)
   _checks.boolean("fail_zero", fail_zero)
-  _checks.choice("solver", solver, base.SOLVERS)
+  _checks.choice("solver", solver, state_lib.SOLVERS)
   if solver == "auto":
     solver = "cholesky" if d <= linalg.UNROLL_MAX_D else "sherman-morrison"
   if known is not None:
@@ -190,8 +192,8 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     if lam is None and solver == "sherman-morrison":
       raise ValueError("lam is required to initialise the Sherman-Morrison solver's Lambda^-1 "
                        "(init(theta, lam))")
-    return base.init_state(theta, H, d, A, K if capacity is None else capacity, lam, solver,
-                           quad=wf in pieces.ELLIPTICAL)
+    return state_lib.init_state(theta, H, d, A, K if capacity is None else capacity, lam,
+                                solver, quad=wf in pieces.ELLIPTICAL)
 
   def init_stats(theta, num_states: int, lam=None, model=None) -> StatsState:
     """Empty sufficient-statistics state for a finite environment with ``num_states`` states.
@@ -206,7 +208,7 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
       raise ValueError("lam is required to initialise the Sherman-Morrison solver's Lambda^-1 "
                        "(init_stats(theta, num_states, lam))")
     tab = model.phi if (model is not None and wf in pieces.ELLIPTICAL) else None
-    return base.init_stats_state(theta, H, d, num_states, lam, solver, phi_table=tab)
+    return state_lib.init_stats_state(theta, H, d, num_states, lam, solver, phi_table=tab)
 
   def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
                   refactor: bool, ops=None, quad=None) -> QFunction:
@@ -336,10 +338,10 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
 
   def _update(state, phi, reward, next_phi, next_fail, next_state, model=None, slot=None):
     if isinstance(state, StatsState):
-      return base.update_stats(state, phi, reward, next_state,
-                               phi_table=None if model is None else model.phi)
-    return base.store_episode(state, state.count if slot is None else slot, phi, reward,
-                              next_phi, next_fail)
+      return state_lib.update_stats(state, phi, reward, next_state,
+                                    phi_table=None if model is None else model.phi)
+    return state_lib.store_episode(state, state.count if slot is None else slot, phi, reward,
+                                   next_phi, next_fail)
 
   def uncertainty(qf: QFunction, h, phi):
     """Theorem 1's d-rectangular width ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` at ``phi``
@@ -364,8 +366,8 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     return out
 
   return Agent(name=name, config=config, init=init, plan=checked(plan, _plan),
-               q_values=x(q_values), act=checked(act, _act), observe=base.observe,
-               end_episode=x(base.end_episode), store_episode=x(base.store_episode),
+               q_values=x(q_values), act=checked(act, _act), observe=state_lib.observe,
+               end_episode=x(state_lib.end_episode), store_episode=x(state_lib.store_episode),
                bonus=x(bonus_fn), init_stats=init_stats, update=checked(update, _update),
                regression_features=checked(regression_features, _regression_features),
                uncertainty=checked(uncertainty, _uncertainty))

@@ -107,7 +107,7 @@ def learned_sensitivity(agent, env, env_params, train_state, hparams, key=None
 
 
 def _check_learned_args(agent, env, train_state, key) -> None:
-  from drjax.agents.base import AgentState, StatsState  # pylint: disable=g-import-not-at-top
+  from drjax.agents.state import AgentState, StatsState  # pylint: disable=g-import-not-at-top
   _checks.agent("agent", agent, "online")
   _checks.environment("env", env)
   _checks.agent_dims(agent, (env.horizon, env.feature_dim, env.num_actions))
