@@ -22,6 +22,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "experiments", "custom_agent.py")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _restore_registry():
+  """The agents this module registers are removed afterwards: other test modules in the same
+  worker loop over every registered agent with its defaults (``drpvi-scaled`` has none)."""
+  saved, loaded = dict(registry._REGISTRY), dict(plugins._LOADED)  # pylint: disable=protected-access
+  yield
+  registry._REGISTRY.clear()  # pylint: disable=protected-access
+  registry._REGISTRY.update(saved)  # pylint: disable=protected-access
+  plugins._LOADED.clear()  # pylint: disable=protected-access
+  plugins._LOADED.update(loaded)  # pylint: disable=protected-access
+
+
 @pytest.fixture(scope="module")
 def example():
   plugins.load(EXAMPLE)
