@@ -36,6 +36,7 @@ from drjax import _checks, planning
 from drjax.agents.base import Agent, QFunction
 from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
 from drjax._precision import exact_matmuls
+from drjax.protocols import unchecked
 # The put-option lattice evaluation lives in drjax.put_lattice; its names stay importable here.
 from drjax.put_lattice import (  # noqa: F401  pylint: disable=unused-import
     PutPolicy,
@@ -127,7 +128,8 @@ def greedy_policy(agent: Agent, qf: QFunction, model: LinearModel) -> Array:
   H, S, A, d = _model_and_agent(agent, model)
   _qf_shape(qf, H, d, stacked=False)
   fail = jnp.arange(S) == model.fail_state  # [S]
-  over_states = jax.vmap(agent.act, in_axes=(None, None, 0, 0))  # phi_h [S, A, d], fail [S]
+  # over states: phi_h [S, A, d], fail [S]
+  over_states = jax.vmap(unchecked(agent.act), in_axes=(None, None, 0, 0))
   pi = jax.vmap(over_states, in_axes=(None, 0, 0, None))(qf, jnp.arange(H), model.phi, fail)
   chex.assert_shape(pi, (H, S))
   return pi.astype(jnp.int32)
@@ -306,7 +308,8 @@ def offline_bound(agent, qf: QFunction, model: LinearModel, rho, beta=None) -> A
     _checks.array("beta", beta, ())
     _checks.in_range("beta", beta, 0)
   pi_star = planning.robust_dp(model, rho).policy
-  u = jax.vmap(lambda h: agent.width(qf, h, model.phi[h]))(jnp.arange(H))  # [H, S, A]
+  width = unchecked(agent.width)
+  u = jax.vmap(lambda h: width(qf, h, model.phi[h]))(jnp.arange(H))  # [H, S, A]
   cost = model._replace(reward=-u.astype(model.reward.dtype))
   sup = -planning.initial_value(cost, planning.robust_evaluate(cost, rho, pi_star))
   return (qf.beta if beta is None else beta) * sup
@@ -407,7 +410,7 @@ def _rollout(env: Environment, act_fn, params, key, episode) -> Array:
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 5))
 def _mc(env, agent, qf, params, key, num_episodes):
-  act_fn = lambda h, phi_all, fail: agent.act(qf, h, phi_all, fail)  # noqa: E731
+  act_fn = lambda h, phi_all, fail: unchecked(agent.act)(qf, h, phi_all, fail)  # noqa: E731
   returns = jax.vmap(lambda n: _rollout(env, act_fn, params, key, n))(jnp.arange(num_episodes))
   mean, stderr = _checks.mean_stderr(returns, xp=jnp)
   return dict(mean=mean, stderr=stderr, returns=returns)

@@ -131,6 +131,14 @@ class FiniteEnvironment(Environment, Protocol):
 PROTOCOLS = (OnlineAgent, OfflineAgent, Environment, FiniteEnvironment)
 
 
+def unchecked(method):
+  """The unchecked core of an agent method (``method.unchecked``: the same computation without
+  the host-side argument checks), or the method itself. The engine and the evaluation check their
+  own arguments once, at their boundary, and call the cores inside traced code; an agent without
+  cores (a plugin's own) is called through its public methods."""
+  return getattr(method, "unchecked", method)
+
+
 def describe(protocol) -> list[str]:
   """The protocol as lines ``name(parameters)`` (attributes first, without annotations): what
   ``docs/agents.md`` lists (a test checks that it lists exactly these)."""

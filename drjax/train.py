@@ -16,9 +16,10 @@ import jax.numpy as jnp
 
 from drjax import _checks
 from drjax._precision import exact_matmuls
-from drjax.agents import base
+from drjax.agents import base, offline_core
 from drjax.agents.base import Agent, HParams, QFunction, check_features, validate_hparams
 from drjax.envs.base import FiniteEnvironment
+from drjax import protocols
 
 
 class TrainOutput(NamedTuple):
@@ -143,9 +144,10 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
 
     # The agent's cores: arguments were checked above, once (an agent without ``.unchecked``
     # cores, e.g. a plugin's own, is called through its public methods).
+    core = protocols.unchecked
     plan, act, features, update, width = (
-        _core(agent.plan), _core(agent.act), _core(agent.regression_features),
-        _core(agent.update), _core(agent.uncertainty))
+        core(agent.plan), core(agent.act), core(agent.regression_features), core(agent.update),
+        core(agent.uncertainty))
 
     def make_episode(size):
       def episode(agent_state, xs):
@@ -213,11 +215,6 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
                        qf=qfs, final_qf=final_qf)
 
   return exact_matmuls(train)
-
-
-def _core(method):
-  """An agent method's unchecked core (``method.unchecked``), or the method itself."""
-  return getattr(method, "unchecked", method)
 
 
 def replan(env, agent: Agent, state, hparams: HParams, env_params):
@@ -446,6 +443,10 @@ def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "a
 
   def fit_run(key, hparams, env_params, size=None) -> FitOutput:
     _checks.key("key", key)
+    if hasattr(agent.fit, "unchecked"):  # the core is called below: check its hparams here, once
+      offline_core._check_hparam_shapes(agent, hparams)  # pylint: disable=protected-access
+      if _checks.is_concrete(hparams):
+        offline_core.check_hparams(agent, hparams)
     if size is not None:
       _checks.array("size", size, ())
       _checks.indices("size", size, N + 1, "dataset sizes")
@@ -459,7 +460,8 @@ def make_fit(env, agent, num_trajectories: int, behavior=None, *, form: str = "a
       pilot = None if pilot is None else data_lib.with_size(pilot, size)
     model = env.model(env_params) if finite else None
     stats = finite and getattr(cfg, "variance", None) != "alg2"  # alg2: buffer form only
-    qf = agent.fit(ds, hparams, pilot=pilot, model=model, form="stats" if stats else "buffer")
+    qf = protocols.unchecked(agent.fit)(ds, hparams, pilot=pilot, model=model,
+                                        form="stats" if stats else "buffer")
     valid = ds.valid.astype(ds.reward.dtype)
     ret = jnp.sum(jnp.sum(ds.reward, axis=0) * valid) / jnp.sum(valid)
     return FitOutput(final_qf=qf, data_return=ret, dataset=ds if keep_data else None)

@@ -193,6 +193,9 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
     (``tie_break="optimistic"``) or the lowest index (``"first"``); with a known action, ties go
     to the learned one. ``h``: 0-based step in ``[0, H - 1]``; ``phi_all [A, d]``."""
     _check_q_args(qf, h, phi_all, fail, lead=False)
+    return _act(qf, h, phi_all, fail)
+
+  def _act(qf, h, phi_all, fail):
     if known is not None:
       q = _q_values(qf, h, phi_all, fail)
       return jnp.where(q[known.learned] >= q[known.action], known.learned,
@@ -207,6 +210,9 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
     _checks.numeric("phi", phi)
     if np.ndim(phi) < 1 or np.shape(phi)[-1] != d:
       raise ValueError(f"phi must have shape [..., d] = [..., {d}], got {tuple(np.shape(phi))}")
+    return _width(qf, h, phi)
+
+  def _width(qf, h, phi):
     return pieces.width(qf.pinv[h], phi, cfg.penalty)
 
   def vmin_fn(mode, at):
@@ -270,6 +276,13 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
       raise ValueError("variance='alg2' runs in the buffer form only: fit(..., form='buffer')")
     if _checks.is_concrete(ds, hparams, pilot, model):
       _check_fit_args(agent, ds, hparams, pilot, model, form)
+    return _fit_jit(ds, hparams, pilot, model, form)
+
+  def _fit(ds, hparams, *, pilot=None, model=None, form: str = "auto"):
+    """``fit`` without its checks (the engine's core: ``make_fit`` checks once)."""
+    if form == "auto":
+      form = "stats" if (model is not None and not (weighted and cfg.variance == "alg2")) \
+          else "buffer"
     return _fit_jit(ds, hparams, pilot, model, form)
 
   def _vmin_mode(model):
@@ -362,9 +375,16 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
 
   _fit_jit = jax.jit(exact_matmuls(fit_core), static_argnums=(4,))
   _weights_jit = jax.jit(exact_matmuls(weights_core), static_argnums=(4,))
+  def checked(public, core):
+    """``public`` with its unchecked ``core`` as ``.unchecked`` (``drjax.protocols.unchecked``)."""
+    out = exact_matmuls(public)
+    out.unchecked = exact_matmuls(core)
+    return out
+
+  fit.unchecked = _fit
   agent = OfflineAgent(name=name, config=cfg, hparams_type=hp_type, fit=fit,
-                       q_values=exact_matmuls(q_values), act=exact_matmuls(act),
-                       width=exact_matmuls(width_fn), needs_pilot=weighted,
+                       q_values=exact_matmuls(q_values), act=checked(act, _act),
+                       width=checked(width_fn, _width), needs_pilot=weighted,
                        variance_weights=weights if weighted else None)
   return agent
 
