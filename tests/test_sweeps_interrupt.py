@@ -80,7 +80,7 @@ def clean(tmp_path_factory):
 
 def test_sigint_mid_sweep_exits_130_with_one_line_and_rerun_completes(tmp_path, clean):
   out = tmp_path / "out"
-  proc = subprocess.Popen([sys.executable, FAULT_CLI, "--chunk-delay", "0.5", "--", "sweep",
+  proc = subprocess.Popen([sys.executable, FAULT_CLI, "--chunk-delay", "2.0", "--", "sweep",
                            *SMALL_FLAGS, "--chunk", "1", "--out", str(out)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
   first = out / "chunks" / "chunk-000000.npz"
@@ -120,7 +120,7 @@ def test_api_interrupt_raises_sweep_interrupted(tmp_path, monkeypatch):
   """KeyboardInterrupt inside run(): SweepInterrupted (a KeyboardInterrupt) with the count."""
   out = tmp_path / "out"
   get = sweeps.running._get  # pylint: disable=protected-access
-  monkeypatch.setattr(sweeps.running, "_get", lambda tree: time.sleep(0.5) or get(tree))
+  monkeypatch.setattr(sweeps.running, "_get", lambda tree: time.sleep(2.0) or get(tree))
   main = threading.main_thread().ident
 
   def interrupt():
