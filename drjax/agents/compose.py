@@ -195,6 +195,31 @@ def oracle_attr(oracle, name: str, default):
   return getattr(oracle, name, default)
 
 
+def check_composition(horizon, feature_dim, num_actions, oracle, width, scale, reward):
+  """The checks every builder (``offline.make_agent``, ``lsvi.make_agent``) shares, written
+  once: ``(H, d, A)`` as integers >= 1, a callable oracle, a known width, a callable scale, a
+  reward source of ``REWARDS``."""
+  from drjax import _checks  # pylint: disable=g-import-not-at-top
+  dims = tuple(_checks.check_int(n, x) for n, x in (
+      ("horizon H", horizon), ("feature_dim d", feature_dim), ("num_actions A", num_actions)))
+  if not callable(oracle):
+    raise TypeError(f"oracle must be a dual oracle (drjax.agents.compose.TVConstrained(), ...) "
+                    f"or a function (StepInputs, hp) -> (nu, alpha), got {oracle!r}")
+  pieces.width_fn(width)  # ValueError for an unknown name
+  _checks.function("scale", scale, "hp -> [] (the bonus or penalty multiplier)")
+  _checks.choice("reward", reward, REWARDS)
+  return dims
+
+
+def with_core(public, core, wrap):
+  """``wrap(public)`` (which checks its arguments, then calls ``core``) with ``wrap(core)`` as its
+  ``.unchecked`` attribute (``drjax.protocols.unchecked``): the engine validates once at its
+  boundary and calls the cores inside its traced code."""
+  out = wrap(public)
+  out.unchecked = wrap(core)
+  return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The backward induction.
 

@@ -79,16 +79,9 @@ def make_agent(name: str, horizon: int, feature_dim: int, num_actions: int, capa
       oracles only, the authors' LSVI-UCB baseline).
     tie_break, fail_zero, solver, known: as for ``dr_lsvi_ucb``.
   """
-  H = base.check_int("horizon H", horizon)
-  d = base.check_int("feature_dim d", feature_dim)
-  A = base.check_int("num_actions A", num_actions)
+  H, d, A = compose.check_composition(horizon, feature_dim, num_actions, oracle, width, scale,
+                                      reward)
   K = base.check_int("capacity K", capacity)
-  if not callable(oracle):
-    raise TypeError(f"oracle must be a dual oracle (drjax.agents.compose.TVConstrained(), ...) "
-                    f"or a function (StepInputs, hp) -> (nu, alpha), got {oracle!r}")
-  pieces.width_fn(width)  # ValueError for an unknown name
-  _checks.function("scale", scale, "hp -> [] (the bonus multiplier)")
-  _checks.choice("reward", reward, compose.REWARDS)
   _checks.choice("clip", clip, base.CLIP_FORMS)
   _checks.choice("tie_break", tie_break, base.TIE_BREAKS)
   _checks.boolean("fail_zero", fail_zero)
@@ -359,11 +352,7 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
   x = exact_matmuls  # float32 products at full precision on every backend (drjax/_precision.py)
 
   def checked(public, core):
-    """``public`` (checks its arguments, then calls ``core``) with ``core`` as ``.unchecked``:
-    the engine validates once at its boundary and calls the cores inside its traced loops."""
-    out = x(public)
-    out.unchecked = x(core)
-    return out
+    return compose.with_core(public, core, x)
 
   return Agent(name=name, config=config, init=init, plan=checked(plan, _plan),
                q_values=x(q_values), act=checked(act, _act), observe=state_lib.observe,

@@ -129,17 +129,10 @@ def make_agent(name: str, hparams_type: type, horizon: int, feature_dim: int, nu
       dataset (``fit(..., pilot=...)``); ``None``: unweighted.
     grid_size: ``variance="alg2"``'s extra alpha grid.
   """
-  H = base.check_int("horizon H", horizon)
-  d = base.check_int("feature_dim d", feature_dim)
-  A = base.check_int("num_actions A", num_actions)
-  if not callable(oracle):
-    raise TypeError(f"oracle must be a dual oracle (drjax.agents.compose.TVConstrained(), ...) "
-                    f"or a function (StepInputs, hp) -> (nu, alpha), got {oracle!r}")
-  pieces.width_fn(width)  # ValueError for an unknown name
+  H, d, A = compose.check_composition(horizon, feature_dim, num_actions, oracle, width, scale,
+                                      reward)
   if not callable(truncation):
     _checks.choice("truncation", truncation, pieces.TRUNCATIONS)
-  _checks.function("scale", scale, "hp -> [] (the penalty multiplier)")
-  _checks.choice("reward", reward, compose.REWARDS)
   _checks.choice("vmin", vmin, VMIN_MODES)
   _checks.boolean("fail_zero", fail_zero)
   _checks.choice("tie_break", tie_break, base.TIE_BREAKS)
@@ -376,10 +369,7 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
   _fit_jit = jax.jit(exact_matmuls(fit_core), static_argnums=(4,))
   _weights_jit = jax.jit(exact_matmuls(weights_core), static_argnums=(4,))
   def checked(public, core):
-    """``public`` with its unchecked ``core`` as ``.unchecked`` (``drjax.protocols.unchecked``)."""
-    out = exact_matmuls(public)
-    out.unchecked = exact_matmuls(core)
-    return out
+    return compose.with_core(public, core, exact_matmuls)
 
   fit.unchecked = _fit
   agent = OfflineAgent(name=name, config=cfg, hparams_type=hp_type, fit=fit,
