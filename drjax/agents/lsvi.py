@@ -57,6 +57,18 @@ class KnownAction(NamedTuple):
   last_step_zero: bool = False
 
 
+def _check_known(known, num_actions: int) -> None:
+  """``known`` is a ``KnownAction`` over the 2 actions of a 2-action environment (online and
+  offline agents alike)."""
+  _checks.instance("known", known, KnownAction, "a KnownAction (e.g. NOTEBOOK_PUT_KNOWN) or None")
+  _checks.function("known.value", known.value, "phi_all [..., A, d] -> [...]")
+  if num_actions != 2 or {known.action, known.learned} != {0, 1}:
+    raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
+                     f"environment, got {known!r} with A = {num_actions}")
+  if not isinstance(known.last_step_zero, (bool, np.bool_)):
+    raise TypeError(f"known.last_step_zero must be a bool, got {known.last_step_zero!r}")
+
+
 def make_agent(name: str, horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
                oracle: Callable, width="paper", scale: Callable = pieces.beta_of,
                reward: str = "theta", clip: str = "paper", tie_break: str = "optimistic",
@@ -89,13 +101,7 @@ def make_agent(name: str, horizon: int, feature_dim: int, num_actions: int, capa
   if solver == "auto":
     solver = "cholesky" if d <= linalg.UNROLL_MAX_D else "sherman-morrison"
   if known is not None:
-    _checks.instance("known", known, KnownAction, "a KnownAction (e.g. NOTEBOOK_PUT_KNOWN) or None")
-    _checks.function("known.value", known.value, "phi_all [..., A, d] -> [...]")
-    if A != 2 or {known.action, known.learned} != {0, 1}:
-      raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
-                       f"environment, got {known!r} with A = {A}")
-    if not isinstance(known.last_step_zero, (bool, np.bool_)):
-      raise TypeError(f"known.last_step_zero must be a bool, got {known.last_step_zero!r}")
+    _check_known(known, A)
   return _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break,
                 bool(fail_zero), solver, known)
 

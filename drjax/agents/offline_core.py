@@ -152,12 +152,8 @@ def make_agent(name: str, hparams_type: type, horizon: int, feature_dim: int, nu
 
 
 def _check_known(known, num_actions: int) -> None:
-  from drjax.agents.lsvi import KnownAction  # pylint: disable=g-import-not-at-top
-  _checks.instance("known", known, KnownAction, "a KnownAction (e.g. NOTEBOOK_PUT_KNOWN) or None")
-  _checks.function("known.value", known.value, "phi_all [..., A, d] -> [...]")
-  if num_actions != 2 or {known.action, known.learned} != {0, 1}:
-    raise ValueError(f"known must be a KnownAction over the 2 actions (0 and 1) of a 2-action "
-                     f"environment, got {known!r} with A = {num_actions}")
+  from drjax.agents import lsvi  # pylint: disable=g-import-not-at-top  (lsvi defines KnownAction)
+  lsvi._check_known(known, num_actions)  # pylint: disable=protected-access
 
 
 @functools.lru_cache(maxsize=None)

@@ -235,13 +235,9 @@ def _online_hparams(spec, H, d, A, dtype=None, **values):
   for f, x in extra.items():  # a plugin's own scalar hyperparameters: finite numbers
     _checks.require_concrete(f, x, "make_hparams validates its values on the host")
     _checks.number(f"{spec.name} hparams.{f}", x)
-  out = {**hp._asdict(), **{f: jax_asarray(x, hp.beta.dtype) for f, x in extra.items()}}
-  return hp_type(**{f: out[f] for f in hp_type._fields})
-
-
-def jax_asarray(x, dtype):
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  return jnp.asarray(x, dtype)
+  out = {**hp._asdict(), **{f: jnp.asarray(x, hp.beta.dtype) for f, x in extra.items()}}
+  return hp_type(**{f: out[f] for f in hp_type._fields})
 
 
 def _offline_hparams(spec, H, d, A, dtype=None, **values):
