@@ -19,7 +19,7 @@ from drjax._precision import exact_matmuls
 from drjax.agents import base, offline_core
 from drjax.agents.base import Agent, HParams, QFunction, check_features, validate_hparams
 from drjax.envs.base import FiniteEnvironment
-from drjax import protocols
+from drjax import planning, protocols
 
 
 class TrainOutput(NamedTuple):
@@ -38,6 +38,19 @@ class TrainOutput(NamedTuple):
       ``sum_h sum_i phi_{h,i}^k sqrt([Lambda_h^k]^-1_ii)`` (Theorem 1).
     qf: the per-episode ``QFunction`` (leading axis K) when ``record_q=True``, else ``None``.
     final_qf: the ``QFunction`` planned on all K episodes (the learned policy).
+    width_rect: ``[K, H]`` the d-rectangular width ``sum_i phi_i sqrt([Lambda_h^k]^-1_ii)`` at
+      the visited features (opt-in: ``outputs=(..., "width_rect")``; its sum over h is
+      ``estimation_error``).
+    width_ellip: ``[K, H]`` the elliptical width ``sqrt(phi^T [Lambda_h^k]^-1 phi)`` at the
+      visited features (opt-in), the quantity the elliptical potential lemma bounds.
+    switches: ``[K]`` int32, the number of distinct policies computed up to and including the
+      one episode k acts with (opt-in; ``k + 1`` for agents that plan every episode, fewer for
+      rare-switching agents).
+    dual_calls: ``[K]`` int32, the dual problems (one per ``(h, i)``, ``h < H``) solved up to
+      and including episode k's plan (opt-in; 0 for nominal agents).
+    robust_value: ``[K]`` the exact robust value ``E_{s_1} V_1^{pi_k, rho}(s_1)`` of episode k's
+      greedy policy at ``hparams.rho`` (opt-in; finite environments only), for exact AveSubopt
+      curves without storing K Q-functions.
   """
 
   state: Any
@@ -47,9 +60,18 @@ class TrainOutput(NamedTuple):
   estimation_error: jax.Array | None
   qf: QFunction | None
   final_qf: QFunction | None
+  width_rect: jax.Array | None = None
+  width_ellip: jax.Array | None = None
+  switches: jax.Array | None = None
+  dual_calls: jax.Array | None = None
+  robust_value: jax.Array | None = None
 
 
 OUTPUTS = ("state", "returns", "actions", "states", "estimation_error", "final_qf")
+# Opt-in outputs of studies (never computed unless named in ``outputs``): per-step widths,
+# policy-switch and dual-call counts, per-episode exact robust values.
+STUDY_OUTPUTS = ("width_rect", "width_ellip", "switches", "dual_calls", "robust_value")
+ALL_OUTPUTS = OUTPUTS + STUDY_OUTPUTS
 FORMS = ("auto", "stats", "buffer")
 SEGMENT_MIN_K = 256
 
@@ -101,7 +123,10 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
       ``"stats"`` or ``"buffer"``. Both forms give the same Q-functions and actions (to
       rounding) on the same trajectories.
     outputs: names of the ``TrainOutput`` fields to return (others are ``None``, so a vmapped
-      sweep does not hold them in memory); default: all of ``OUTPUTS``.
+      sweep does not hold them in memory); default: all of ``OUTPUTS``. The study outputs
+      (``STUDY_OUTPUTS``: ``width_rect``, ``width_ellip``, ``switches``, ``dual_calls``,
+      ``robust_value``) are computed only when named here (none of their work is traced
+      otherwise).
     segments: buffer form: split the episode scan into segments of growing buffer size, so
       episode k plans over O(k) slots rather than the whole capacity (each segment is compiled
       separately). ``None``: segments when K >= ``SEGMENT_MIN_K`` (long runs, where the saving
@@ -120,10 +145,21 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
                      "(the agent stores one slot per episode)")
   _checks.agent_dims(agent, (H, env.feature_dim, env.num_actions))
   outputs = OUTPUTS if outputs is None else _names("outputs", outputs)
-  bad = [o for o in outputs if o not in OUTPUTS]
+  bad = [o for o in outputs if o not in ALL_OUTPUTS]
   if bad:
-    raise ValueError(f"outputs must be a subset of {OUTPUTS}, got {bad}")
+    raise ValueError(f"outputs must be a subset of {ALL_OUTPUTS}, got {bad}")
   stats = form == "stats"
+  want = set(outputs)
+  if "robust_value" in want and not isinstance(env, FiniteEnvironment):
+    raise ValueError(f"outputs 'robust_value' needs a finite environment with an exact model "
+                     f"(a FiniteEnvironment); {type(env).__name__} has none")
+  widths = bool(want & {"width_rect", "width_ellip"})
+  takes_qf = bool(getattr(agent, "update_takes_qf", False))
+  counters = getattr(agent, "counters", None)
+  duals_per_plan = getattr(agent, "duals_per_plan", None)
+  if ("dual_calls" in want or "switches" in want) and counters is None and duals_per_plan is None:
+    raise ValueError(f"outputs 'switches' / 'dual_calls' need an agent that counts them "
+                     f"(Agent.counters or Agent.duals_per_plan); {agent.name!r} has neither")
   if segments is None:
     segments = K >= SEGMENT_MIN_K
   bounds = segment_bounds(K, ratio=2.0) if (segments and not stats) else (K,)
@@ -135,12 +171,29 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
                       f"{type(hparams).__name__}")
     _checks.env_params(env, env_params, "env_params")
     theta = env.theta(env_params)
-    if stats:
+    if stats or "robust_value" in want:
       model = env.model(env_params)
+    if stats:
       state0 = agent.init_stats(theta, env.num_states, hparams.lam, model=model)
     else:
-      model = None
+      model = None if "robust_value" not in want else model
       state0 = agent.init(theta, hparams.lam, capacity=K)
+
+    def _counts(agent_state, k):
+      """``[2]`` int32: policies computed and dual problems solved up to episode k's plan."""
+      if counters is not None:
+        return jnp.stack([jnp.asarray(c, jnp.int32) for c in counters(agent_state)])
+      plans = jnp.asarray(k, jnp.int32) + 1
+      return jnp.stack([plans, plans * jnp.int32(duals_per_plan)])
+
+    def _robust_value(qf):
+      """Exact robust value of the greedy policy of ``qf`` at ``hparams.rho`` (finite model)."""
+      fail = jnp.arange(model.phi.shape[1]) == model.fail_state
+      over_states = jax.vmap(act, in_axes=(None, None, 0, 0))
+      pi = jax.vmap(over_states, in_axes=(None, 0, 0, None))(qf, jnp.arange(H), model.phi, fail)
+      rho = jnp.asarray(hparams.rho, model.phi.dtype)
+      v = planning._evaluate_with(model, planning._factor_values, rho, pi.astype(jnp.int32))  # pylint: disable=protected-access
+      return planning.initial_value(model, v)
 
     # The agent's cores: arguments were checked above, once (an agent without ``.unchecked``
     # cores, e.g. a plugin's own, is called through its public methods).
@@ -169,18 +222,22 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
           s2idx = jnp.asarray(getattr(s2, "s", -1), jnp.int32)
           # Theorem 1's d-rectangular estimation error: the paper's bonus with beta = 1.
           err = width(qf, h, phi)
-          ys = (phi, r, phi2 if not stats else None, fail2, a, sidx, s2idx, err)
+          wid = _widths(qf.pinv[h], phi) if widths else None
+          ys = (phi, r, phi2 if not stats else None, fail2, a, sidx, s2idx, err, wid)
           return (s2, phi2, fail2), ys
 
         carry0 = (s0, env.phi_all(s0, env_params), env.is_fail(s0, env_params))
-        _, (phi, r, next_phi, next_fail, a, sidx, s2idx, err) = jax.lax.scan(
+        _, (phi, r, next_phi, next_fail, a, sidx, s2idx, err, wid) = jax.lax.scan(
             step, carry0, (jnp.arange(H), step_keys), unroll=H if H <= 4 else 1)
+        count = _counts(agent_state, k) if ("switches" in want or "dual_calls" in want) else None
+        extra = dict(qf=qf) if takes_qf else {}
         if stats:
-          agent_state = update(agent_state, phi, r, None, None, s2idx, model=model)
+          agent_state = update(agent_state, phi, r, None, None, s2idx, model=model, **extra)
         else:
           # The episode index k is not batched under vmap over seeds: one in-place slice update.
-          agent_state = update(agent_state, phi, r, next_phi, next_fail, None, slot=k)
-        out = (jnp.sum(r), a, sidx, jnp.sum(err))
+          agent_state = update(agent_state, phi, r, next_phi, next_fail, None, slot=k, **extra)
+        value = _robust_value(qf) if "robust_value" in want else None
+        out = (jnp.sum(r), a, sidx, jnp.sum(err), wid, count, value)
         return agent_state, (out, qf if record_q else None)
       return episode
 
@@ -204,17 +261,28 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
                               (ks[start:end], k_reset[start:end], step_keys[start:end]))
       ys.append(y)
       start = end
-    ((ret, acts, sidx, err), qfs) = jax.tree_util.tree_map(
+    ((ret, acts, sidx, err, wid, count, value), qfs) = jax.tree_util.tree_map(
         lambda *x: jnp.concatenate(x) if len(x) > 1 else x[0], *ys)
-    want = set(outputs)
     final_qf = agent.plan(state, hparams, model) if "final_qf" in want else None  # checked
     pick = lambda name, x: x if name in want else None  # noqa: E731
     return TrainOutput(state=pick("state", state), returns=pick("returns", ret),
                        actions=pick("actions", acts), states=pick("states", sidx),
                        estimation_error=pick("estimation_error", err),
-                       qf=qfs, final_qf=final_qf)
+                       qf=qfs, final_qf=final_qf,
+                       width_rect=pick("width_rect", None if wid is None else wid[..., 0]),
+                       width_ellip=pick("width_ellip", None if wid is None else wid[..., 1]),
+                       switches=pick("switches", None if count is None else count[..., 0]),
+                       dual_calls=pick("dual_calls", None if count is None else count[..., 1]),
+                       robust_value=pick("robust_value", value))
 
   return exact_matmuls(train)
+
+
+def _widths(pinv, phi):
+  """``[2]``: the d-rectangular and the elliptical width of ``phi [d]`` under ``pinv [d, d]``."""
+  rect = jnp.sum(phi * jnp.sqrt(jnp.maximum(jnp.diagonal(pinv), 0.0)))
+  ellip = jnp.sqrt(jnp.maximum(phi @ pinv @ phi, 0.0))
+  return jnp.stack([rect, ellip])
 
 
 def replan(env, agent: Agent, state, hparams: HParams, env_params):

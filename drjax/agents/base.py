@@ -137,6 +137,15 @@ class Agent(NamedTuple):
   uncertainty: Callable | None = None
   hparams_type: type = HParams
   kind: str = "online"
+  # Optional engine hooks (``make_train``): ``update_takes_qf`` -- ``update`` also gets the
+  # episode's ``qf=`` (a variance-weighted agent weights the episode's data with it);
+  # ``counters(state) -> (policies, dual_calls)`` -- int32 counts of the policies computed and
+  # of the dual problems solved so far (rare-switching agents); ``duals_per_plan`` -- the dual
+  # problems one ``plan`` solves (``(H - 1) d`` for a robust agent, 0 for a nominal one), from
+  # which ``make_train`` counts for agents that plan every episode.
+  update_takes_qf: bool = False
+  counters: Callable | None = None
+  duals_per_plan: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------

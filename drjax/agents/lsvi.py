@@ -365,7 +365,8 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
                end_episode=x(state_lib.end_episode), store_episode=x(state_lib.store_episode),
                bonus=x(bonus_fn), init_stats=init_stats, update=checked(update, _update),
                regression_features=checked(regression_features, _regression_features),
-               uncertainty=checked(uncertainty, _uncertainty))
+               uncertainty=checked(uncertainty, _uncertainty),
+               duals_per_plan=(H - 1) * d if robust_oracle else 0)
 
 
 def _next_rows(horizon: int) -> np.ndarray:
