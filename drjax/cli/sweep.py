@@ -14,7 +14,7 @@ SWEEP_PRESETS = {"paper": ("paper", "paper", "optimistic"),
 # DIR/sweep.json when none is given).
 _CONFIG_FLAGS = ("env", "env_arg", "agents", "seeds", "episodes", "rho", "rho_at", "beta", "lam",
                  "env_param", "targets", "test_episodes", "seed", "preset", "x64", "save_returns",
-                 "trajectories", "behavior", "reg_weight", "hparam")
+                 "trajectories", "behavior", "reg_weight", "hparam", "record", "record_at")
 _EXEC_CONFIG_FLAGS = ("chunk", "memory_mb", "seed_ids")  # also allowed with --from
 _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "seeds": "--seeds",
                 "seed_ids": "--seed-ids", "episodes": "--episodes", "rho": "--rho",
@@ -25,7 +25,7 @@ _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "
                 "part": "--part", "out": "--out", "from": "--from", "bonus": "--preset",
                 "clip": "--preset", "tie_break": "--preset", "trajectories": "--trajectories",
                 "behavior": "--behavior", "reg_weight": "--reg-weight", "hparams": "--hparam",
-                "plugins": "--plugin"}
+                "plugins": "--plugin", "record": "--record", "record_at": "--record-at"}
 
 
 def _sweep_envs():
@@ -100,6 +100,12 @@ def _add_sweep_parser(sub) -> None:
   g.add_argument("--x64", action="store_true", default=None, help="compute in float64")
   g.add_argument("--save-returns", action="store_true", default=None,
                  help="also write every run's training returns (DIR/returns.npy, [runs, K])")
+  g.add_argument("--record", default=None, metavar="NAMES",
+                 help="online agents' study quantities, comma-separated, as columns NAME@K: "
+                      "width_rect, width_ellip (width sums at the visited features), switches, "
+                      "dual_calls, ave_subopt (exact AveSubopt; finite environments)")
+  g.add_argument("--record-at", default=None, metavar="K1,K2,...",
+                 help="episode checkpoints of --record (default: the last episode)")
   e = p.add_argument_group("execution")
   e.add_argument("--out", default=None, metavar="DIR", help="output directory (required)")
   e.add_argument("--csv", action="store_true",
@@ -234,6 +240,14 @@ def _sweep_config_kwargs(parser, args) -> dict:
     kw["dtype"] = "float64"
   if args.save_returns:
     kw["save_returns"] = True
+  if args.record is not None:
+    kw["record"] = tuple(x.strip() for x in args.record.split(",") if x.strip())
+  if args.record_at is not None:
+    try:
+      kw["record_at"] = tuple(int(x) for x in args.record_at.split(","))
+    except ValueError:
+      parser.error(f"--record-at must be integers separated by commas (e.g. 100,1000), got "
+                   f"{args.record_at!r}")
   return kw
 
 

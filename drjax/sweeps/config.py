@@ -30,6 +30,11 @@ BEHAVIORS = ("uniform", "fixed:<action>")  # offline agents' data-collection pol
 # Hyperparameters with a sweep field of their own (--rho, --beta, --lam, --reg-weight); any
 # other declared hyperparameter of an agent is an axis of ``SweepConfig.hparams``.
 NAMED_HPARAMS = ("rho", "beta", "lam", "reg_weight")
+# Per-run study quantities a sweep can record at episode checkpoints (``SweepConfig.record``):
+# columns ``<name>@<k>``. Widths: sums over episodes <= k and steps of the d-rectangular /
+# elliptical widths at the visited features; switches / dual_calls: the counts at episode k;
+# ave_subopt: exact AveSubopt(k) = V*(rho) - mean_{j <= k} V^{pi_j}(rho) (finite environments).
+RECORDS = ("width_rect", "width_ellip", "switches", "dual_calls", "ave_subopt")
 
 
 # The registered agents and environments are read when used, never copied at import: an agent or
@@ -151,6 +156,12 @@ class SweepConfig:
       hyperparameter with neither values here nor a declared default is an error naming it.
     plugins: plugin modules or ``.py`` files (``drjax.plugins``) loaded before the config is
       validated, so that a stored config (``--resume``, ``--merge``) finds its agents again.
+    record: online agents' per-run study quantities (``RECORDS``), columns ``<name>@<k>`` for
+      each checkpoint k of ``record_at``. ``ave_subopt`` is measured at the run's rho for robust
+      agents and at the single ``rho`` of the config for nominal ones (their learning ignores
+      rho); it needs a finite environment.
+    record_at: episode checkpoints (integers in [1, episodes]) of ``record``; ``None``:
+      ``(episodes,)``.
   """
 
   env: str = "linear-mdp"
@@ -179,6 +190,8 @@ class SweepConfig:
   reg_weight: tuple = (0.1,)
   hparams: dict = dataclasses.field(default_factory=dict)
   plugins: tuple = ()
+  record: tuple = ()
+  record_at: tuple | None = None
 
   # -------------------------------------------------------------- (de)serialization
   def to_dict(self) -> dict:
@@ -198,7 +211,7 @@ class SweepConfig:
       return tuple(tup(v) for v in x) if isinstance(x, (list, tuple)) else x
 
     for k in ("agents", "seed_ids", "rho", "rho_at", "beta", "lam", "targets", "trajectories",
-              "reg_weight"):
+              "reg_weight", "record", "record_at"):
       if d.get(k) is not None:
         d[k] = tup(d[k])
     if "env_params" in d:
@@ -418,6 +431,45 @@ def _check_hparams(c: SweepConfig) -> dict:
   return out
 
 
+def _check_record(c: SweepConfig, env) -> tuple:
+  """``(record, record_at)`` resolved: names of ``RECORDS`` in their canonical order and sorted
+  checkpoints; errors name the field."""
+  rec = c.record if isinstance(c.record, (list, tuple)) else (c.record,)
+  bad = [r for r in rec if r not in RECORDS]
+  if bad:
+    raise _Error("record", f"unknown quantity {bad[0]!r}; allowed: {', '.join(RECORDS)}")
+  if len(set(rec)) != len(rec):
+    raise _Error("record", f"duplicate quantity in {list(rec)}")
+  if not rec:
+    if c.record_at is not None:
+      raise _Error("record_at", "applies only with record (the quantities to record)")
+    return (), None
+  offline = [a for a in c.agents if registry.get(a).kind != "online"]
+  if offline:
+    raise _Error("record", f"records online training runs; {offline[0]!r} is offline")
+  if "ave_subopt" in rec:
+    from drjax.envs.base import FiniteEnvironment  # pylint: disable=g-import-not-at-top
+    if not isinstance(env, FiniteEnvironment):
+      raise _Error("record", f"ave_subopt needs a finite environment (exact robust values); "
+                             f"{c.env} has none")
+    nominal = [a for a in c.agents if not registry.get(a).robust]
+    if nominal and len(c.rho) != 1:
+      raise _Error("record", f"ave_subopt of a nominal agent ({nominal[0]!r}) is measured at the "
+                             f"config's rho, which must then be a single value, got {len(c.rho)}")
+  at = (c.episodes,) if c.record_at is None else (
+      tuple(c.record_at) if isinstance(c.record_at, (list, tuple)) else (c.record_at,))
+  if not at or not all(_is_int(k) and 1 <= k <= c.episodes for k in at):
+    raise _Error("record_at", f"must be integers in [1, {c.episodes}] (episodes), got {list(at)}")
+  if len(set(at)) != len(at):
+    raise _Error("record_at", f"duplicate checkpoint in {list(at)}")
+  return tuple(r for r in RECORDS if r in rec), tuple(sorted(int(k) for k in at))
+
+
+def record_columns(config: SweepConfig) -> tuple:
+  """The result columns of ``config.record`` (``<name>@<k>``), in order."""
+  return tuple(f"{n}@{k}" for n in config.record for k in (config.record_at or ()))
+
+
 def validate(config: SweepConfig) -> SweepConfig:
   """Checks every field on the host (nothing is compiled) and returns the resolved config.
 
@@ -553,8 +605,9 @@ def validate(config: SweepConfig) -> SweepConfig:
     grid = target_values(targets)
     for combo in combos:
       _check_source(env, c, dict(zip(sources, combo)), grid, dtype)
+  record, record_at = _check_record(c, env)
   resolved = dataclasses.replace(
-      c, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
+      c, record=record, record_at=record_at, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
       trajectories=tuple(int(n) for n in traj), reg_weight=reg_weight,
       env_params=sources, targets=targets, dtype=dtype, env_args=dict(c.env_args),
       hparams=hparams, plugins=plugins,

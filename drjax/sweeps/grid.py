@@ -182,7 +182,8 @@ def bytes_per_run(config: SweepConfig, env) -> int:
     ev = T * H * S * A * (d + 2) * 2
   else:
     ev = T * config.test_episodes * (A * d + 8) * 2
-  return int(item * (4 * buffers + ev) + 4096)
+  rec = H * K * 4 if getattr(config, "record", ()) else 0  # the recorded per-step outputs
+  return int(item * (4 * buffers + ev + rec) + 4096)
 
 
 # Source groups of fewer runs than this (settings per group x seeds) are not given chunks of

@@ -8,7 +8,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from drjax import evaluate
+from drjax import evaluate, planning
 from drjax._precision import exact_matmuls
 from drjax.agents import registry
 from drjax.agents.base import check_features
@@ -75,7 +75,7 @@ def ordered_sum(x):
 @functools.lru_cache(maxsize=None)
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
              mesh, num_runs: int, behavior=None, num_trajectories: int = 0,
-             settings_per_group: int = 0):
+             settings_per_group: int = 0, record: tuple = (), record_at: tuple = ()):
   """Jitted ``f(seed_idx [C], setting_idx [C], group, base_key, tables) -> outputs``, sharded on
   runs.
 
@@ -91,6 +91,10 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   per run, the params made a chunk 3x slower on the linear MDP). Every run computes the same
   way whatever the chunk size, so the numbers do not depend on the chunking.
 
+  ``record`` / ``record_at``: ``SweepConfig.record`` quantities at the episode checkpoints,
+  returned as ``record_<name> [len(record_at)]`` per run (``tables["record_rho"]``: the rho at
+  which ``ave_subopt`` is measured, per setting).
+
   ``settings_per_group`` > 0: the agent is not grouped (``grid.Layout``): ``group`` is ignored and
   each run takes the params of its own setting's group, ``setting_idx // settings_per_group``.
   """
@@ -98,7 +102,11 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   if offline:
     fit = make_fit(env, agent, num_trajectories, behavior)
   else:
-    train = make_train(env, agent, episodes, outputs=("returns", "final_qf"))
+    study = {"width_rect": "width_rect", "width_ellip": "width_ellip", "switches": "switches",
+             "dual_calls": "dual_calls", "ave_subopt": "robust_value"}
+    train = make_train(env, agent, episodes,
+                       outputs=("returns", "final_qf") + tuple(study[r] for r in record))
+    at = jnp.asarray(record_at, jnp.int32) - 1
   finite = isinstance(env, FiniteEnvironment)
   hparams_of = _hparams_of(agent)
 
@@ -118,6 +126,8 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
       out = fo._replace(dataset=None)
       returns = None
     else:
+      if "ave_subopt" in record:  # the rho of the objective (nominal agents ignore hp.rho)
+        hp = hp._replace(rho=tables["record_rho"][setting_idx])
       out = train(jax.random.fold_in(key, 0), hp, params)
       returns = out.returns
     k_eval = jax.random.fold_in(key, 1)
@@ -131,6 +141,8 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
     res = {"train_return": train_return, "value": val, "value_stderr": err}
     if save_returns:
       res["returns"] = (jnp.full((episodes,), jnp.nan, val.dtype) if offline else returns)
+    for name in record:
+      res["record_" + name] = _recorded(name, out, at, env, params, hp.rho)
     return res
 
   def chunk(seed_idx, setting_idx, group, base_key, tables):
@@ -149,6 +161,18 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   return (jax.jit(exact_matmuls(chunk), in_shardings=(runs, runs, rep, rep, rep),
                   out_shardings=runs),
           runs, rep)
+
+
+def _recorded(name: str, out, at, env, params, rho):
+  """``[C]`` the recorded quantity ``name`` of one run at the 0-based checkpoints ``at``."""
+  if name in ("switches", "dual_calls"):
+    return getattr(out, name)[at]
+  if name in ("width_rect", "width_ellip"):  # sums over the episodes <= k and every step
+    return jnp.cumsum(jnp.sum(getattr(out, name), axis=-1))[at]
+  model = env.model(params)  # ave_subopt: V* - running mean of the episodes' robust values
+  v_star = planning.initial_value(model, planning.robust_dp(model, rho).v)
+  k = jnp.arange(1, out.robust_value.shape[0] + 1, dtype=out.robust_value.dtype)
+  return (v_star - jnp.cumsum(out.robust_value) / k)[at]
 
 
 @functools.lru_cache(maxsize=None)

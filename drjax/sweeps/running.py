@@ -342,6 +342,16 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
   return SweepResult(None, None, {}, info)
 
 
+def _record_rho(config, env, grid) -> np.ndarray:
+  """``[S, H, d]`` the rho at which ``record=("ave_subopt",)`` measures each setting: its own
+  (robust agents) or the config's single rho (nominal agents, whose rows hold zeros)."""
+  if "ave_subopt" not in config.record or np.any(grid.columns["rho_index"] >= 0):
+    return grid.rho
+  from drjax.sweeps.grid import _rho_array  # pylint: disable=g-import-not-at-top
+  one = _rho_array(config, env.horizon, env.feature_dim, config.rho[0])
+  return np.broadcast_to(one, grid.rho.shape).copy()
+
+
 def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
   """One compiled chunk program per agent with pending chunks (all its chunks share one shape)."""
   ndev = mesh.devices.size
@@ -365,12 +375,14 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
                                      config.test_episodes, config.save_returns, mesh, C,
                                      _behavior(config, env) if offline else None,
                                      max(config.trajectories) if offline else 0,
-                                     0 if lay.grouped[k] else lay.agents[k][1] // lay.groups)
+                                     0 if lay.grouped[k] else lay.agents[k][1] // lay.groups,
+                                     tuple(config.record), tuple(config.record_at or ()))
     params = grid.params  # [G, ...]: one per source group; a chunk uses its group's
     tables = {"rho": grid.rho.astype(dtype), "beta": grid.beta.astype(dtype),
               "lam": grid.lam.astype(dtype), "targets": targets.astype(dtype),
               "size": grid.size, "reg_weight": grid.reg_weight.astype(dtype),
               "hparams": {n: v.astype(dtype) for n, v in grid.hparams.items()},
+              "record_rho": _record_rho(config, env, grid).astype(dtype),
               "params": jax.tree_util.tree_map(
                   lambda x: x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x,
                   params)}

@@ -237,7 +237,8 @@ def _read_arrays(out: str, lay: Layout, chash: str) -> dict:
     r = _read_chunk(_chunk_path(out, j), chash, *lay.chunk_runs(j))
     if r is None:
       raise _Error("out", f"chunk file {_chunk_path(out, j)} is missing")
-    for name in ("train_return", "value", "value_stderr", "returns"):
+    for name in ("train_return", "value", "value_stderr", "returns") + tuple(
+        k for k in r if k.startswith("record_")):
       if name in r:
         parts.setdefault(name, []).append(r[name])
   return {k: np.concatenate(v) for k, v in parts.items()}

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from drjax import _io
-from drjax.sweeps.config import SweepConfig, target_values
+from drjax.sweeps.config import SweepConfig, record_columns, target_values
 from drjax.sweeps.grid import Layout
 from drjax.sweeps.storage import _canonical, _temp_path
 
@@ -145,6 +145,9 @@ class _Tables:
       fields.append((self.target[0], pa.float64()))
     fields += [(c, pa.from_numpy_dtype(dtype)) for c in ("train_return", "value",
                                                          "value_stderr")]
+    self.record = record_columns(config)  # per-run study columns (SweepConfig.record)
+    fields += [(c, pa.int64() if c.split("@")[0] in ("switches", "dual_calls")
+                else pa.from_numpy_dtype(dtype)) for c in self.record]
     self.schema = pa.schema(fields, metadata=(
         {b"drjax.sweep": _canonical(meta).encode()} if meta is not None else None))
     self.names = [f for f, _ in fields]
@@ -197,6 +200,11 @@ class _Tables:
     arrays += [pa.array(np.repeat(tr, T), from_pandas=True),
                pa.array(value.reshape(-1), from_pandas=True),
                pa.array(stderr.reshape(-1), from_pandas=True)]
+    nat = len(self.config.record_at or ())
+    for i, c in enumerate(self.record):  # columns name-major, checkpoint-minor
+      x = np.asarray(res["record_" + self.config.record[i // nat]])[:n, i % nat]
+      arrays.append(pa.array(np.repeat(x.astype(np.int64) if x.dtype.kind in "iu" else x, T),
+                             from_pandas=True))
     self._emit(pa.RecordBatch.from_arrays(arrays, schema=self.schema.remove_metadata()))
     # Summary: the chunk's runs are setting-major, so each setting is one block of rows.
     cuts = np.flatnonzero(np.diff(setting)) + 1
@@ -207,7 +215,8 @@ class _Tables:
     if self.returns is not None:
       self.returns[self.runs:self.runs + n] = np.asarray(res["returns"])[:n]
     if self.out is None:
-      for name in ("train_return", "value", "value_stderr", "returns"):
+      for name in ("train_return", "value", "value_stderr", "returns") + tuple(
+          "record_" + r for r in self.config.record):
         if name in res:
           self.arrays.setdefault(name, []).append(np.asarray(res[name])[:n])
     self.chunk_seconds += float(res.get("seconds", 0.0))
