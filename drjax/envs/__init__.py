@@ -1,4 +1,6 @@
-"""Environments: the interface and the paper's two experiments plus random linear DRMDPs.
+"""Environments: the interface and the paper's two experiments plus random linear DRMDPs, and
+gymnax's classic control (``cartpole``, ``acrobot``, ``mountain-car``, ``pendulum``; the optional
+``gymnax`` extra, imported only when one of them is built: ``drjax.envs.gymnax_env``).
 
 ``make(name, **kwargs)`` builds an environment by name::
 
@@ -31,10 +33,26 @@ from drjax.envs.random_mdp import (
     random_linear_drmdp,
 )
 
+
+
+def _gymnax(name: str):
+  """A builder of the gymnax environment registered as ``name`` that imports the adapter (and
+  gymnax) only when called: importing drjax never imports gymnax."""
+
+  def build(**kwargs):
+    from drjax.envs import gymnax_env  # pylint: disable=g-import-not-at-top
+    return gymnax_env.make(name, **kwargs)
+
+  build.__name__ = build.__qualname__ = f"gymnax_{name.replace('-', '_')}"
+  return build
+
+
+_GYMNAX = ("cartpole", "acrobot", "mountain-car", "pendulum")
 _REGISTRY = {
     "linear-mdp": LinearMDP,
     "put-option": PutOption,
     "random": RandomLinearMDP,
+    **{n: _gymnax(n) for n in _GYMNAX},
 }
 
 
@@ -45,6 +63,10 @@ class SweepSpec(NamedTuple):
   params: tuple  # source parameters that may be swept (``env_params``)
   target: str | None  # the target family's parameter (``targets``); None: no target family
   sampled: bool = False  # params are sampled from an integer ``instance`` seed, not typed
+  # Several target families (``target`` is the first): the environment's ``target_params(src,
+  # name, values)`` takes the family's name. Empty: the single family ``target``, called as
+  # ``target_params(src, values)``.
+  targets: tuple = ()
 
 
 # Keyed by the registered names (``make``), in the same order.
@@ -55,6 +77,19 @@ SWEEP_SPECS = {
     "random": SweepSpec(("num_states", "num_actions", "feature_dim", "horizon"), ("instance",),
                         None, sampled=True),
 }
+# gymnax (lazily: the names only): the source physics of the target families may be swept too.
+_GYMNAX_ARGS = ("horizon", "features", "centers_per_dim", "width", "tiles_per_dim", "num_tilings")
+_GYMNAX_TARGETS = {
+    "cartpole": ("length", "gravity", "masspole", "masscart", "force_mag"),
+    "acrobot": ("link_length_1", "link_length_2", "link_mass_1", "link_mass_2"),
+    "mountain-car": ("force", "gravity"),
+    "pendulum": ("g", "m", "l"),
+}
+for _n, _t in _GYMNAX_TARGETS.items():
+  SWEEP_SPECS[_n] = SweepSpec(_GYMNAX_ARGS + (("num_torques",) if _n == "pendulum" else ()), _t,
+                              _t[0], targets=_t + (("link_length", "link_mass")
+                                                   if _n == "acrobot" else ()))
+del _n, _t
 
 
 def register(name: str, cls, sweep: SweepSpec | None = None) -> None:
@@ -86,8 +121,10 @@ def make(name: str, **kwargs) -> Environment:
 
   Args:
     name: ``"linear-mdp"`` (``LinearMDP``, no kwargs), ``"put-option"`` (``PutOption``:
-      ``num_anchors``, ``horizon``, ``variant``) or ``"random"`` (``RandomLinearMDP``:
-      ``num_states``, ``num_actions``, ``feature_dim``, ``horizon``).
+      ``num_anchors``, ``horizon``, ``variant``), ``"random"`` (``RandomLinearMDP``:
+      ``num_states``, ``num_actions``, ``feature_dim``, ``horizon``) or a gymnax environment,
+      ``"cartpole"``, ``"acrobot"``, ``"mountain-car"``, ``"pendulum"`` (``GymnaxEnv``:
+      ``horizon``, ``features``, ...; needs ``pip install -e ".[gymnax]"``).
     **kwargs: static constructor arguments (params are built with ``env.make_params``).
 
   Returns:

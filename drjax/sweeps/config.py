@@ -60,6 +60,29 @@ def env_target(name: str) -> str | None:
   return envs.SWEEP_SPECS[name].target
 
 
+def env_targets(name: str) -> tuple:
+  """Every target family of environment ``name`` (``SweepSpec.targets``, else ``(target,)``;
+  empty: none)."""
+  spec = envs.SWEEP_SPECS[name]
+  return tuple(spec.targets) or ((spec.target,) if spec.target is not None else ())
+
+
+def target_mode(config: "SweepConfig") -> str:
+  """How the chunk program builds the targets: ``"source"`` (no targets), ``"targets"``
+  (``env.target_params(src, values)``) or ``"targets:NAME"`` (an environment with several
+  families: ``env.target_params(src, NAME, values)``)."""
+  if not config.targets:
+    return "source"
+  return f"targets:{config.targets[0]}" if envs.SWEEP_SPECS[config.env].targets else "targets"
+
+
+def make_targets(env, mode: str, source, values):
+  """The target params of ``values`` for a ``target_mode``."""
+  if mode.startswith("targets:"):
+    return env.target_params(source, mode[len("targets:"):], values)
+  return env.target_params(source, values)
+
+
 def __getattr__(name):
   """``AGENTS``, ``ENVS``, ``ENV_PARAMS``, ``TARGETS``, ``ENV_ARGS``: the registries as they are
   now (computed on access)."""
@@ -317,7 +340,19 @@ def _source_defaults(env) -> dict:
   """The environment's default source parameters as float64, exactly as its code types them."""
   with jax.enable_x64(True):
     p = env.make_params()
-  return {k: float(np.asarray(v)) for k, v in p._asdict().items()}
+
+  def flat(x) -> dict:  # nested params (a gymnax EnvParams inside): their scalar fields
+    items = (x._asdict() if hasattr(x, "_asdict") else
+             {f.name: getattr(x, f.name) for f in dataclasses.fields(x)})
+    out = {}
+    for k, v in items.items():
+      if hasattr(v, "_asdict") or dataclasses.is_dataclass(v):
+        out.update(flat(v))
+      elif np.ndim(v) == 0:
+        out[k] = float(np.asarray(v))
+    return out
+
+  return flat(p)
 
 
 def _check_source(env, c: SweepConfig, values: dict, targets, dtype: str) -> None:
@@ -332,7 +367,7 @@ def _check_source(env, c: SweepConfig, values: dict, targets, dtype: str) -> Non
   def check():
     src = _source_params(env, c, values)
     if targets is not None:
-      env.validate(env.target_params(src, targets))
+      env.validate(make_targets(env, target_mode(c), src, targets))
 
   typed = not sampled(c.env)  # random instances are sampled, not typed: checked as computed
   try:
@@ -587,7 +622,7 @@ def validate(config: SweepConfig) -> SweepConfig:
     _check_source(env, c, dict(zip(sources, combo)), None, dtype)
   targets = None
   if c.targets is not None:
-    if env_target(c.env) is None:
+    if not env_targets(c.env):
       fams = ", ".join(f"{k} ({env_target(k)})" for k in env_names() if env_target(k))
       raise _Error("targets", f"environment {c.env} has no target family (targets exist for "
                               f"{fams})")
@@ -595,9 +630,9 @@ def validate(config: SweepConfig) -> SweepConfig:
     if len(t) != 4:
       raise _Error("targets", f"must be (name, start, stop, num), got {c.targets!r}")
     name, start, stop, num = t
-    if name != env_target(c.env):
+    if name not in env_targets(c.env):
       raise _Error("targets", f"unknown target parameter {name!r} for {c.env}; use "
-                              f"{env_target(c.env)!r}")
+                              f"{' or '.join(map(repr, env_targets(c.env)))}")
     if not _is_int(num) or num < 1:
       raise _Error("targets", f"NUM must be an integer >= 1, got {num!r}")
     start, stop = _floats("targets", (start, stop))

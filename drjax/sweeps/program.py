@@ -13,7 +13,7 @@ from drjax._precision import exact_matmuls
 from drjax.agents import registry
 from drjax.agents.base import check_features
 from drjax.envs.base import FiniteEnvironment
-from drjax.sweeps.config import SweepConfig
+from drjax.sweeps.config import SweepConfig, make_targets
 from drjax.train import check_env_features, make_fit, make_train
 
 
@@ -131,8 +131,8 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
       out = train(jax.random.fold_in(key, 0), hp, params)
       returns = out.returns
     k_eval = jax.random.fold_in(key, 1)
-    if target_mode == "targets":
-      tps = env.target_params(params, tables["targets"])
+    if target_mode != "source":  # "targets" or "targets:NAME" (config.target_mode)
+      tps = make_targets(env, target_mode, params, tables["targets"])
       val, err = jax.vmap(lambda t: value_in(out.final_qf, t, k_eval))(tps)
     else:
       val, err = value_in(out.final_qf, params, k_eval)

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax.sweeps import storage
-from drjax.sweeps.config import (SweepConfig, _behavior, _is_int, make_env, target_values,
-                                 validate)
+from drjax.sweeps.config import (SweepConfig, _behavior, _is_int, make_env, target_mode,
+                                 target_values, validate)
 from drjax.sweeps.errors import SweepInterrupted, _Error
 from drjax.sweeps.figure import _plot
 from drjax.sweeps.grid import _grid, layout
@@ -371,7 +371,7 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
     C = max(-(-C // ndev), 2) * ndev
     offline = agent.kind == "offline"
     prog, runs_sh, rep_sh = _program(env, agent, config.episodes,
-                                     "targets" if config.targets else "source",
+                                     target_mode(config),
                                      config.test_episodes, config.save_returns, mesh, C,
                                      _behavior(config, env) if offline else None,
                                      max(config.trajectories) if offline else 0,
