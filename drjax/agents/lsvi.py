@@ -109,8 +109,10 @@ def make_agent(name: str, horizon: int, feature_dim: int, num_actions: int, capa
 def _make(name, *, oracle, width, horizon, feature_dim, num_actions, capacity,
           bonus: str = "paper", clip: str = "paper", alpha: str = "exact", grid_size=0,
           tie_break: str = "optimistic", fail_zero: bool = True,
-          solver: str = "auto", known: KnownAction | None = None) -> Agent:
-  """The built-in online agents' options (strings) resolved into a composition."""
+          solver: str = "auto", known: KnownAction | None = None,
+          reward: str | None = None) -> Agent:
+  """The built-in online agents' options (strings) resolved into a composition (``reward``
+  ``None``: the paper's, known theta for the TV oracle and regressed for the nominal one)."""
   _checks.choice("bonus", bonus, base.BONUS_FORMS)
   _checks.choice("alpha", alpha, base.ALPHA_METHODS)
   if alpha != "exact":
@@ -121,8 +123,10 @@ def _make(name, *, oracle, width, horizon, feature_dim, num_actions, capacity,
     orc = compose.TVConstrained(alpha, int(grid_size))
   else:
     orc = compose.Nominal()
+  if reward is None:
+    reward = "theta" if oracle == "tv" else "regressed"
   return make_agent(name, horizon, feature_dim, num_actions, capacity, oracle=orc, width=width,
-                    reward="theta" if oracle == "tv" else "regressed", clip=clip,
+                    reward=reward, clip=clip,
                     tie_break=tie_break, fail_zero=fail_zero, solver=solver, known=known)
 
 
@@ -394,7 +398,7 @@ def stats_atoms(model, horizon: int, num_states: int):
 def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
                 bonus: str = "paper", alpha: str = "exact", grid_size: int = 0,
                 tie_break: str = "optimistic", solver: str = "auto",
-                known: KnownAction | None = None) -> Agent:
+                known: KnownAction | None = None, reward: str = "theta") -> Agent:
   """DR-LSVI-UCB (Algorithm 1) with heterogeneous rho ``[H, d]`` and known theta.
 
   Args:
@@ -416,6 +420,10 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
     known: a ``KnownAction`` (2-action environments): one action's value is known exactly and
       only the other's Q is learned (the authors' put-option notebook; see
       ``NOTEBOOK_PUT_KNOWN``).
+    reward: ``"theta"`` (default, the paper's: the environment's known reward parameters,
+      ``w_h = theta_h + nu_h``) or ``"regressed"`` (Algorithm 1 with ``r_h`` replaced by its ridge
+      estimate: ``w_h = Lambda_h^-1 sum_tau phi_tau r_tau + nu_h``, for environments whose reward
+      is unknown, ``env.reward_known = False``).
 
   Returns:
     An ``Agent``. Q is clipped to ``[0, H - h + 1]`` and set to 0 at the fail state.
@@ -423,12 +431,13 @@ def dr_lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int,
   return _make("DR-LSVI-UCB", oracle="tv", width=bonus, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, bonus=bonus, clip="paper",
                alpha=alpha, grid_size=grid_size, tie_break=tie_break, fail_zero=True,
-               solver=solver, known=known)
+               solver=solver, known=known, reward=reward)
 
 
 def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
              clip: str = "paper", tie_break: str = "optimistic", fail_zero: bool = True,
-             solver: str = "auto", known: KnownAction | None = None) -> Agent:
+             solver: str = "auto", known: KnownAction | None = None,
+             reward: str = "regressed") -> Agent:
   """LSVI-UCB (Jin et al. 2020): ridge regression on ``r + V_{h+1}``, bonus ``beta ||phi||``.
 
   Args:
@@ -442,10 +451,13 @@ def lsvi_ucb(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
     solver, known: as for ``dr_lsvi_ucb``; with ``known.last_step_zero`` the learned action's
       last-step weights are ``w_H = 0`` (the authors' put-option LSVI-UCB) instead of the
       regression ``Lambda_H^-1 sum phi r``.
+    reward: ``"regressed"`` (default, Jin et al.'s: the observed rewards are regressed) or
+      ``"theta"`` (the environment's known reward parameters: ``w_h = theta_h + Lambda_h^-1
+      sum phi V_{h+1}``).
   """
   return _make("LSVI-UCB", oracle="ridge", width=pieces.ellipsoid_unrolled, horizon=horizon, feature_dim=feature_dim,
                num_actions=num_actions, capacity=capacity, clip=clip, tie_break=tie_break,
-               fail_zero=fail_zero, solver=solver, known=known)
+               fail_zero=fail_zero, solver=solver, known=known, reward=reward)
 
 
 def _exercise_payoff(phi_all):

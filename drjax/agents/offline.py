@@ -62,7 +62,8 @@ def _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
 
 
 def pevi(horizon: int, feature_dim: int, num_actions: int, *, truncation: str = "paper",
-         fail_zero: bool = True, tie_break: str = "optimistic", known=None) -> OfflineAgent:
+         fail_zero: bool = True, tie_break: str = "optimistic", known=None,
+         reward: str | None = None) -> OfflineAgent:
   """PEVI (Jin, Yang & Wang 2021): pessimistic least-squares value iteration.
 
   ``w_h = Lambda_h^-1 sum_tau phi_tau (r_tau + V_{h+1}(s'_tau))`` (observed rewards regressed),
@@ -78,18 +79,23 @@ def pevi(horizon: int, feature_dim: int, num_actions: int, *, truncation: str = 
       regression: the R2PVI put-option code's PEVI, which knows the exercise payoff.
     tie_break: among actions tied after truncation, ``"optimistic"`` takes the largest
       untruncated value, ``"first"`` the lowest index.
+    reward: ``"regressed"`` (the observed rewards, Jin et al.'s), ``"theta"`` (the datasets'
+      known reward parameters) or ``None`` (default): ``"theta"`` with ``known``, else
+      ``"regressed"``.
   """
   _check_options(horizon, feature_dim, num_actions, "paper", truncation, "zero", fail_zero,
                  tie_break)
+  if reward is None:
+    reward = "theta" if known is not None else "regressed"
   return make_agent("PEVI", PEVIHParams, horizon, feature_dim, num_actions,
                     oracle=compose.Nominal(), width="ellipsoid", truncation=truncation,
-                    reward="theta" if known is not None else "regressed", vmin="zero",
+                    reward=reward, vmin="zero",
                     fail_zero=fail_zero, tie_break=tie_break, known=known)
 
 
 def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
           truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
-          tie_break: str = "optimistic", known=None) -> OfflineAgent:
+          tie_break: str = "optimistic", known=None, reward: str = "theta") -> OfflineAgent:
   """DRPVI (Liu & Xu, NeurIPS 2024, Algorithm 1) with heterogeneous rho ``[H, d]``, known theta.
 
   ``nu_{h,i} = max_{alpha in [0, H]} { z_{h,i}(alpha) - rho_{h,i} (alpha - min_{s'}
@@ -105,18 +111,23 @@ def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "p
       minimum over the data's next states), ``"exact"`` (needs ``model``), ``"data"``, or
       ``"zero"`` (the fail-state form ``max_alpha z_i(alpha) - rho alpha``).
     fail_zero, tie_break: as for ``pevi``.
+    reward: ``"theta"`` (default, the paper's: the datasets' known reward parameters,
+      ``w_h = theta_h + nu_h``) or ``"regressed"`` (``w_h = Lambda_h^-1 sum phi r + nu_h``, the
+      ridge estimate of the reward, for environments without a known reward). The same option
+      (same default) for VA-DRPVI, R2PVI and DRVI-L.
   """
   _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin, fail_zero,
                  tie_break)
   return make_agent("DRPVI", DRPVIHParams, horizon, feature_dim, num_actions,
                     oracle=compose.TVConstrained(), width=penalty, truncation=truncation,
-                    vmin=vmin, fail_zero=fail_zero, tie_break=tie_break, known=known)
+                    reward=reward, vmin=vmin, fail_zero=fail_zero, tie_break=tie_break,
+                    known=known)
 
 
 def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
              truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
              tie_break: str = "optimistic", variance: str = "alg3",
-             grid_size: int = 0, known=None) -> OfflineAgent:
+             grid_size: int = 0, known=None, reward: str = "theta") -> OfflineAgent:
   """VA-DRPVI (Liu & Xu, NeurIPS 2024): variance-weighted DRPVI with a pilot dataset D'.
 
   1. DRPVI on the pilot D' gives ``V'_{h+1}`` (with VA-DRPVI's own rho, beta and lambda and
@@ -134,7 +145,8 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
   uniform points -- not an exact maximum; the penalty uses ``Sigma_h(alpha_i)^-1`` per
   coordinate. Buffer form only; ``O(n d^3)`` per step.
 
-  Args: as ``drpvi``, plus ``variance`` and ``grid_size`` (Alg. 2's extra grid, static).
+  Args: as ``drpvi`` (``reward`` included), plus ``variance`` and ``grid_size`` (Alg. 2's
+  extra grid, static).
   """
   H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
                            fail_zero, tie_break)
@@ -142,8 +154,9 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
   if grid_size and variance != "alg2":
     raise ValueError("grid_size applies to variance='alg2' only")
   return make_agent("VA-DRPVI", VADRPVIHParams, H, d, A, oracle=compose.TVConstrained(),
-                    width=penalty, truncation=truncation, vmin=vmin, fail_zero=fail_zero,
-                    tie_break=tie_break, variance=variance, grid_size=grid_size, known=known)
+                    width=penalty, truncation=truncation, reward=reward, vmin=vmin,
+                    fail_zero=fail_zero, tie_break=tie_break, variance=variance,
+                    grid_size=grid_size, known=known)
 
 
 R2PVI_DIVERGENCES = ("tv", "kl", "chi2")
@@ -151,7 +164,8 @@ R2PVI_DIVERGENCES = ("tv", "kl", "chi2")
 
 def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str = "tv",
           penalty: str = "paper", truncation: str = "paper", vmin: str = "auto",
-          fail_zero: bool = True, tie_break: str = "optimistic", known=None) -> OfflineAgent:
+          fail_zero: bool = True, tie_break: str = "optimistic", known=None,
+          reward: str = "theta") -> OfflineAgent:
   """R2PVI (Tang, Liu & Xu, ICML 2025): pessimistic value iteration for the d-rectangular robust
   *regularized* MDP, ``Q_h = r_h + sum_i phi_i inf_mu { E_mu V_{h+1} + reg_weight D(mu, mu0_{h,i}) }``.
 
@@ -165,7 +179,8 @@ def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str =
 
   Each is a ridge estimate per coordinate; penalty ``beta sum_i phi_i sqrt([Lambda^-1]_ii)``
   (``penalty="notebook"``: the public code's form), ``Q = clip(phi^T (theta + w) - penalty, 0,
-  H - h + 1)``. Hyperparameters: ``R2PVIHParams(reg_weight, beta, lam)``.
+  H - h + 1)``. Hyperparameters: ``R2PVIHParams(reg_weight, beta, lam)``. ``reward``: as for
+  ``drpvi`` (``"regressed"``: ``theta`` replaced by ``Lambda^-1 sum phi r``).
   """
   _checks.choice("divergence", divergence, R2PVI_DIVERGENCES)
   _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin, fail_zero,
@@ -174,8 +189,9 @@ def r2pvi(horizon: int, feature_dim: int, num_actions: int, *, divergence: str =
   oracles = {"tv": compose.TVRegularized(), "kl": compose.KLRegularized(),
              "chi2": compose.Chi2Regularized()}
   return make_agent(names[divergence], R2PVIHParams, horizon, feature_dim, num_actions,
-                    oracle=oracles[divergence], width=penalty, truncation=truncation, vmin=vmin,
-                    fail_zero=fail_zero, tie_break=tie_break, known=known)
+                    oracle=oracles[divergence], width=penalty, truncation=truncation,
+                    reward=reward, vmin=vmin, fail_zero=fail_zero, tie_break=tie_break,
+                    known=known)
 
 
 def r2pvi_tv(horizon, feature_dim, num_actions, **options) -> OfflineAgent:
@@ -195,14 +211,14 @@ def r2pvi_chi2(horizon, feature_dim, num_actions, **options) -> OfflineAgent:
 
 def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
            truncation: str = "paper", fail_zero: bool = True, tie_break: str = "optimistic",
-           tol: float = 1e-6, known=None) -> OfflineAgent:
+           tol: float = 1e-6, known=None, reward: str = "theta") -> OfflineAgent:
   """DRVI-L (Ma et al. 2022; the KL-constrained d-rectangular baseline of the R2PVI paper).
 
   ``w_{h,i} = max_{alpha > 0} -alpha log zhat_i(alpha) - alpha rho_{h,i}`` with the ridge estimate
   ``zhat(alpha)`` of ``E exp(-V / alpha)`` clipped to ``[exp(-H/alpha), 1]``, by a bounded 1-D
   search (``duals_kl_chi2.kl_dual_search``: a log-spaced grid, then golden section to ``tol`` in
   log(alpha)): **not exact**, tolerance-limited. ``rho`` is the KL radius (>= 0, not bounded by
-  1). Hyperparameters: ``DRVILHParams(rho, beta, lam)``.
+  1). Hyperparameters: ``DRVILHParams(rho, beta, lam)``. ``reward``: as for ``drpvi``.
   """
   _check_options(horizon, feature_dim, num_actions, penalty, truncation, "zero", fail_zero,
                  tie_break)
@@ -210,5 +226,5 @@ def drvi_l(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "
                        hi_open=True)
   return make_agent("DRVI-L", DRVILHParams, horizon, feature_dim, num_actions,
                     oracle=compose.KLConstrained(float(tol)), width=penalty,
-                    truncation=truncation, vmin="zero", fail_zero=fail_zero,
+                    truncation=truncation, reward=reward, vmin="zero", fail_zero=fail_zero,
                     tie_break=tie_break, known=known)

@@ -311,6 +311,9 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
     grid = (duals_tv.make_grid(H, cfg.grid_size, dtype) if cfg.grid_size
             else jnp.zeros((0,), dtype))
     vmin_of = vmin_fn(vmin_mode, at)
+    if reward == "regressed":  # the reward's (unweighted) ridge estimate in place of theta
+      theta = jnp.einsum("hde,he->hd",
+                         jax.vmap(lambda g: pieces.ridge_inverse(g, lam))(at.gram), at.reward_sum)
 
     def step(nxt, h):
       w_next, pinv_next = nxt[0], nxt[1]

@@ -28,7 +28,7 @@ import dataclasses
 from typing import Callable
 
 __all__ = ["AgentSpec", "register", "get", "names", "specs", "make", "make_hparams",
-           "UnknownAgentError"]
+           "reward_source", "UnknownAgentError"]
 
 
 class UnknownAgentError(ValueError):
@@ -272,16 +272,32 @@ def _load() -> None:
 # The built-in agents' declared defaults (the experiments'; the same as their hyperparameter
 # NamedTuples' field defaults, checked in tests): written here so that reading the registry
 # imports no agent module.
-BUILTIN_DEFAULTS = {"rho": 0.0, "beta": 1.0, "lam": 0.1, "var_shift": 0.0, "reg_weight": 0.1}
+BUILTIN_DEFAULTS = {"rho": 0.0, "beta": 1.0, "lam": 0.1, "var_shift": 0.0, "reg_weight": 0.1,
+                    "beta_var": 1.0, "var_floor": 1.0}
 
 
 def _defaults(*names) -> dict:
   return {n: BUILTIN_DEFAULTS[n] for n in names}
 
 
+# The built-in agents' default reward source (their papers'): ``"theta"`` uses the environment's
+# known reward parameters, ``"regressed"`` the ridge estimate ``Lambda_h^-1 sum phi r``. Each
+# takes the other through its ``reward`` option (``make(name, env, reward="regressed")``).
+BUILTIN_REWARDS = {"dr-lsvi-ucb": "theta", "lsvi-ucb": "regressed", "pevi": "regressed",
+                   "drpvi": "theta", "va-drpvi": "theta", "r2pvi-tv": "theta",
+                   "r2pvi-kl": "theta", "r2pvi-chi2": "theta", "drvi-l": "theta"}
+
+
+def reward_source(name: str, **options) -> str | None:
+  """The reward source agent ``name`` uses with ``options``: its ``reward`` option when given,
+  else its default (``BUILTIN_REWARDS``; ``None`` for an agent that declares none, a plugin's)."""
+  get(name)
+  return options.get("reward") or BUILTIN_REWARDS.get(name)
+
+
 def _register_builtins() -> None:
-  """The nine built-in agents."""
-  online_opts = ("bonus", "alpha", "grid_size", "tie_break", "solver", "known")
+  """The ten built-in agents."""
+  online_opts = ("bonus", "alpha", "grid_size", "tie_break", "solver", "known", "reward")
   register(AgentSpec(
       "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, AISTATS 2024 (Algorithm 1)", _lazy("drjax.agents.lsvi", "dr_lsvi_ucb"),
@@ -289,9 +305,9 @@ def _register_builtins() -> None:
   register(AgentSpec(
       "lsvi-ucb", "LSVI-UCB", "online", "none", "none", ("beta", "lam"),
       "Jin, Yang, Wang & Jordan, COLT 2020", _lazy("drjax.agents.lsvi", "lsvi_ucb"),
-      ("clip", "tie_break", "fail_zero", "solver", "known"), "tab:blue",
+      ("clip", "tie_break", "fail_zero", "solver", "known", "reward"), "tab:blue",
       hparam_defaults=_defaults("beta", "lam")))
-  offline_opts = ("truncation", "fail_zero", "tie_break", "known")
+  offline_opts = ("truncation", "fail_zero", "tie_break", "known", "reward")
   robust_opts = offline_opts + ("penalty", "vmin")
   register(AgentSpec(
       "pevi", "PEVI", "offline", "none", "none", ("beta", "lam"),
@@ -316,5 +332,13 @@ def _register_builtins() -> None:
   register(AgentSpec(
       "drvi-l", "DRVI-L", "offline", "kl", "constrained", ("rho", "beta", "lam"),
       "Ma et al. 2022 (the R2PVI paper's DRVI-L baseline)", _lazy("drjax.agents.offline", "drvi_l"),
-      ("truncation", "fail_zero", "tie_break", "penalty", "tol", "known"), "tab:pink",
+      ("truncation", "fail_zero", "tie_break", "penalty", "tol", "known", "reward"), "tab:pink",
       hparam_defaults=_defaults("rho", "beta", "lam")))
+  register(AgentSpec(
+      "we-drive-u", "We-DRIVE-U", "online", "tv", "constrained",
+      ("rho", "beta", "lam", "beta_var", "var_floor"),
+      "Liu, Wang & Xu, arXiv 2409.20521 (reconstructed from the abstract; docs/agents.md)",
+      _lazy("drjax.agents.wedriveu", "we_drive_u"),
+      ("switch", "cap", "weights", "alpha", "grid_size", "tie_break", "solver"), "teal",
+      make_hparams_fn=_lazy("drjax.agents.wedriveu", "registry_hparams"),
+      hparam_defaults=_defaults("rho", "beta", "lam", "beta_var", "var_floor")))

@@ -27,7 +27,7 @@ Finite environments additionally export their exact model with ``model(params) -
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import chex
 import jax
@@ -65,7 +65,16 @@ class LinearModel(NamedTuple):
 @_checks.register
 @dataclasses.dataclass(frozen=True)
 class Environment:
-  """Base class. Subclasses are frozen dataclasses (hashable, usable as static jit arguments)."""
+  """Base class. Subclasses are frozen dataclasses (hashable, usable as static jit arguments).
+
+  ``reward_known``: whether ``theta(params)`` is the true reward parameter (rewards equal to
+  ``phi_all(s)[a] @ theta(params)[h]``). An environment whose reward is not linear in its
+  features, or not known (gymnax's, ``theta`` returns zeros), sets it to ``False``; the sweeps
+  then build every agent that has a ``reward`` option with ``reward="regressed"`` (the ridge
+  estimate ``Lambda_h^-1 sum phi r`` instead of ``theta``).
+  """
+
+  reward_known: ClassVar[bool] = True
 
   @property
   def horizon(self) -> int:

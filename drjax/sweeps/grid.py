@@ -36,6 +36,26 @@ class _Grid(NamedTuple):
   hparams: dict = {}     # name -> [S] values of the agent's ``SweepConfig.hparams`` axes
 
 
+def reward_option(name: str, env) -> str | None:
+  """``"regressed"`` for an agent with a ``reward`` option when ``env.reward_known`` is False (the
+  environment has no known reward parameters: its ``theta`` is not the reward), else ``None``
+  (the agent's default reward source)."""
+  if getattr(env, "reward_known", True) or "reward" not in registry.get(name).options:
+    return None
+  return "regressed"
+
+
+def reward_sources(agents, env) -> tuple:
+  """``((agent, source), ...)``: the reward source each agent's runs use, ``"theta"`` (the
+  environment's reward parameters) or ``"regressed"`` (``registry.reward_source``; ``None`` for a
+  plugin that declares none). Recorded in ``sweep.json`` / the results' metadata (``layout``)."""
+  out = []
+  for a in agents:
+    r = reward_option(a, env)
+    out.append((a, registry.reward_source(a, **({"reward": r} if r else {}))))
+  return tuple(out)
+
+
 def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
   a = np.asarray(r, dtype=np.float64)
   if a.ndim == 2:
@@ -124,6 +144,8 @@ class Layout:
     chunks: global list of ``(agent_index, first_run, num_runs)``.
     groups: the number of source groups (swept source-parameter combinations; 1 when none).
     grouped: per agent, whether its chunks are cut at source-group boundaries.
+    rewards: per agent ``(name, reward source)`` (``reward_sources``): ``"regressed"`` where the
+      environment's reward is unknown (``env.reward_known`` False) or the agent's default is.
   """
 
   chunk: int
@@ -132,6 +154,7 @@ class Layout:
   chunks: tuple
   groups: int = 1
   grouped: tuple = ()
+  rewards: tuple = ()
 
   def runs(self, agent_index: int) -> int:
     return self.agents[agent_index][1] * len(self.seed_ids)
@@ -162,7 +185,8 @@ class Layout:
                            "chunks": sum(1 for c in self.chunks if c[0] == k)}
                        for k, (a, s) in enumerate(self.agents)},
             "seeds_run": len(self.seed_ids), "source_groups": self.groups,
-            "grouped": {a: g for (a, _), g in zip(self.agents, self.grouped)}}
+            "grouped": {a: g for (a, _), g in zip(self.agents, self.grouped)},
+            "reward": dict(self.rewards)}
 
 
 def bytes_per_run(config: SweepConfig, env) -> int:
@@ -222,4 +246,5 @@ def layout(config: SweepConfig, env=None) -> Layout:
       end = (g + 1) * per_span
       for first in range(g * per_span, end, chunk):
         chunks.append((k, first, min(chunk, end - first)))
-  return Layout(chunk, tuple(nsettings), tuple(seed_ids), tuple(chunks), groups, grouped)
+  return Layout(chunk, tuple(nsettings), tuple(seed_ids), tuple(chunks), groups, grouped,
+                reward_sources(config.agents, env))

@@ -14,6 +14,7 @@ from drjax.agents import registry
 from drjax.agents.base import check_features
 from drjax.envs.base import FiniteEnvironment
 from drjax.sweeps.config import SweepConfig, make_targets
+from drjax.sweeps.grid import reward_option
 from drjax.train import check_env_features, make_fit, make_train
 
 
@@ -26,6 +27,9 @@ def _make_agent(name: str, config: SweepConfig, env):
                         ("clip", config.clip), ("tie_break", config.tie_break)):
     if option in spec.options:
       opts[option] = value
+  reward = reward_option(name, env)
+  if reward is not None:
+    opts["reward"] = reward
   if spec.kind == "online":
     opts["capacity"] = config.episodes
   # registry factories are lru-cached: equal configurations share compiled chunk programs.
