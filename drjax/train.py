@@ -230,7 +230,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
         _, (phi, r, next_phi, next_fail, a, sidx, s2idx, err, wid) = jax.lax.scan(
             step, carry0, (jnp.arange(H), step_keys), unroll=H if H <= 4 else 1)
         count = _counts(agent_state, k) if ("switches" in want or "dual_calls" in want) else None
-        extra = dict(qf=qf) if takes_qf else {}
+        extra = dict(qf=qf, hparams=hparams) if takes_qf else {}
         if stats:
           agent_state = update(agent_state, phi, r, None, None, s2idx, model=model, **extra)
         else:

@@ -138,7 +138,8 @@ class Agent(NamedTuple):
   hparams_type: type = HParams
   kind: str = "online"
   # Optional engine hooks (``make_train``): ``update_takes_qf`` -- ``update`` also gets the
-  # episode's ``qf=`` (a variance-weighted agent weights the episode's data with it);
+  # episode's ``qf=`` and the run's ``hparams=`` (a variance-weighted agent weights the
+  # episode's data with its value function and its estimator's hyperparameters);
   # ``counters(state) -> (policies, dual_calls)`` -- int32 counts of the policies computed and
   # of the dual problems solved so far (rare-switching agents); ``duals_per_plan`` -- the dual
   # problems one ``plan`` solves (``(H - 1) d`` for a robust agent, 0 for a nominal one), from
