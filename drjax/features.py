@@ -153,11 +153,12 @@ class FeatureMap:
     t = np.arange(T)[:, None]
     j = np.arange(self.obs_dim)[None, :]
     offsets = jnp.asarray(((t * (2 * j + 1)) % T) / T, u.dtype)  # [T, D]
-    idx = jnp.floor(u[None, :] * jnp.asarray(sizes, u.dtype) + offsets).astype(jnp.int32)
-    idx = jnp.clip(idx, 0, jnp.asarray(sizes, jnp.int32))  # [T, D] in [0, n_j]
+    n = jnp.asarray(sizes, u.dtype)[None, :]
+    idx = jnp.floor(u[None, :] * n + offsets).astype(jnp.int32)
+    idx = jnp.clip(idx, 0, jnp.asarray(sizes, jnp.int32)[None, :])  # [T, D] in [0, n_j]
     strides = np.array([math.prod(int(n) + 1 for n in sizes[k + 1:])
                         for k in range(self.obs_dim)])  # row-major
-    flat = jnp.sum(idx * jnp.asarray(strides, jnp.int32), axis=-1)  # [T]
+    flat = jnp.sum(idx * jnp.asarray(strides, jnp.int32)[None, :], axis=-1)  # [T]
     per = math.prod(int(n) + 1 for n in self.sizes)
     flat = flat + jnp.arange(T, dtype=jnp.int32) * per
     return jnp.zeros((self.num_features,), u.dtype).at[flat].add(1.0 / T)
