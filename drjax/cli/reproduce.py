@@ -5,7 +5,8 @@ figure: results JSON, PNG/PDF figures and ``results.md`` under ``--out``. Also t
 import sys
 
 from drjax.cli._common import MAX_SEED, _positive_int
-from drjax.paper import ALL_FIGURES, FIGURES, PRESET_NAMES as PRESETS  # (no JAX import)
+from drjax.paper import (ALL_FIGURES, DIMENSION_GRIDS, FIGURES,  # (no JAX import)
+                         PRESET_NAMES as PRESETS)
 
 
 def _add_run_flags(p, *, seeds_help):
@@ -62,15 +63,22 @@ def _add_reproduce_parser(sub) -> None:
           "option, exact evaluation, the exact rho <-> weight correspondence), r2pvi-time (the R2PVI "
           "paper's Figure 2: one fit's time against N and d on the put option for PEVI, "
           "R2PVI-TV/-KL, DRPVI, DRVI-L, beside the published seconds and a vectorized NumPy timed "
-          "in the same process; 1-2 minutes; not part of all), or all. "
+          "in the same process; 1-2 minutes; not part of all), dimension (the paper's open "
+          "question: the d-rectangular and elliptical bonus sums, exact AveSubopt, switches and "
+          "dual calls of DR-LSVI-UCB, LSVI-UCB and we-drive-u on random DRMDPs against d and K, "
+          "with fitted exponents; --grid; minutes; not part of all), or all. "
           "Writes DIR/<NAME>/<panel>.json, DIR/<NAME>/<NAME>.png/.pdf "
           "and DIR/results.md; each figure directory is written to a temporary directory and "
           "renamed into place."))
   p.add_argument("names", nargs="*", default=["all"], metavar="NAME",
-                 help="figures to run: fig1 fig3 fig2 subopt sensitivity drpvi r2pvi r2pvi-time, or "
-                      "all (every figure but r2pvi-time; default: all)")
+                 help="figures to run: fig1 fig3 fig2 subopt sensitivity drpvi r2pvi r2pvi-time "
+                      "dimension, or all (every figure but r2pvi-time and dimension; default: "
+                      "all)")
   _add_run_flags(p, seeds_help="seeds per setting (default: the paper's numbers, 20 for the "
                                "linear MDP and 10 for the put option)")
+  p.add_argument("--grid", default="default", choices=DIMENSION_GRIDS,
+                 help="dimension study: default (d 4-128, K 2000, minutes on 2 CPU cores), full "
+                      "(d 4-256, K 10^4, more instances: a GPU job) or smoke (default: default)")
   p.set_defaults(func=_cmd_reproduce, parser=p)
 
 
@@ -88,7 +96,8 @@ def _cmd_reproduce(parser, args) -> int:
   try:
     rep.reproduce(names, out=args.out, seeds=args.seeds, episodes=args.episodes,
                   preset=args.preset, test_episodes=args.test_episodes, seed=args.seed,
-                  quiet=args.quiet, evaluation=args.evaluation, opt_level=_opt_level(args))
+                  quiet=args.quiet, evaluation=args.evaluation, opt_level=_opt_level(args),
+                  grid=args.grid)
   except KeyboardInterrupt:
     # Ctrl-C: one line and exit code 130. Every figure directory is written atomically, so each
     # one in --out is either the new complete one or the previous one.

@@ -67,11 +67,14 @@ def _recover_all(out: str, quiet: bool) -> None:
 
 def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str = "paper",
               test_episodes: int = 100, seed: int = 0, quiet: bool = False,
-              evaluation: str = "exact", opt_level="auto") -> dict:
+              evaluation: str = "exact", opt_level="auto", grid: str = "default") -> dict:
   """Runs the requested figures and writes ``out/<NAME>/`` and ``out/results.md``.
 
   The experiment families run one after the other in this process; each family's figures are
   drawn as soon as its results are in.
+
+  ``grid``: the dimension study's grid (``drjax.paper.dimension.GRIDS``); its sweeps go to
+  ``out/dimension-sweeps/`` (finished ones are reused: an interrupted study resumes).
 
   ``opt_level``: XLA backend optimization level of the training programs (``"auto"``, 0-3; see
   ``programs.opt_level_for``).
@@ -155,6 +158,17 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
                 "form) on 101 rho x 3 xi_norm, kinks, [H, d] map, worst-case search ...")
     panels, _ = compute("sensitivity", "sensitivity", lambda: sensitivity.run(seed=seed))
     write("sensitivity", panels, "sensitivity", plot=sensitivity.plot)
+  if "dimension" in names:
+    import dataclasses  # pylint: disable=g-import-not-at-top
+    from drjax.paper import dimension  # pylint: disable=g-import-not-at-top
+    g = dataclasses.replace(dimension.GRIDS[grid], seed=seed)
+    _log(quiet, f"[drjax] dimension study ({grid} grid): d in {list(g.dims)}, families "
+                f"{list(dimension.available_families(g.families))}, {g.instances} instances x "
+                f"{g.seeds} seeds x K = {g.episodes}, agents {list(dimension.agents())} ...")
+    (panels, _), phases = _timed(lambda: dimension.run(
+        g, sweep_dir=os.path.join(out, "dimension-sweeps"), log=lambda m: _log(quiet, m)))
+    timings["phases"]["dimension"] = phases
+    write("dimension", panels, "dimension", plot=dimension.plot)
   if "r2pvi-time" in names:
     # Timed last: no compilation of another family runs beside the timed fits.
     from drjax.paper import r2pvi_time  # pylint: disable=g-import-not-at-top
