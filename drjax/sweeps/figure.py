@@ -67,8 +67,10 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
     shown += 1
   ax.set_xlabel(style.math({"lam": "lambda"}.get(label, label)))
   ax.set_ylabel(style.Y_LABEL if tcols else style.Y_LABEL_SOURCE)
-  ax.set_title(f"drjax sweep: {config.env}, {len(config.seed_ids or range(config.seeds))} seeds, "
-               f"$K$ = {config.episodes} (mean, 95% band)", fontsize=10)
+  nseeds = len(config.seed_ids or range(config.seeds))
+  band = "mean, 95% band: 1.96 s.e. over seeds" if nseeds > 1 else "one seed: no band"
+  ax.set_title(f"drjax sweep: {config.env}, {nseeds} seeds, $K$ = {config.episodes} ({band})",
+               fontsize=10)
   if shown <= 12:
     ax.legend(fontsize=7)
   fig.tight_layout()
