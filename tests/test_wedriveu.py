@@ -38,13 +38,16 @@ CASES = [
      dict(rho=0.3, beta=0.3, lam=0.5, beta_var=2.0, var_floor=0.02)),
     (dict(switch="every", solver="sherman-morrison"),
      dict(rho=0.2, beta=0.5, lam=1.0, beta_var=1.0, var_floor=0.1)),
+    (dict(reward="regressed", cap="robust"),
+     dict(rho=0.05, beta=0.5, lam=0.3, beta_var=1.0, var_floor=0.05)),
 ]
 
 
 @pytest.mark.parametrize("opts,values", CASES)
 def test_matches_the_numpy_version_episode_by_episode(instance, opts, values):
   """Teacher forcing: the NumPy version replays the run's visited states, acting with its own
-  Q-functions; every episode's weights, Sigma^-1 of the plan, actions and policy count agree."""
+  Q-functions (the run's action only where Q-values tie); every episode's weights, Sigma^-1 of
+  the plan, actions and policy count agree."""
   env, params, model = instance
   K = 40
   agent = wedriveu.we_drive_u(H, D, A, K, **opts)
@@ -52,7 +55,7 @@ def test_matches_the_numpy_version_episode_by_episode(instance, opts, values):
   out = _train(env, agent, K, ("state", "actions", "states", "final_qf", "switches",
                                "dual_calls"), record_q=True)(jax.random.key(1), hp, params)
   hp_np = {k: np.asarray(v, np.float64) for k, v in hp._asdict().items()}
-  want = ref.run(model, hp_np, np.asarray(out.states),
+  want = ref.run(model, hp_np, np.asarray(out.states), played=np.asarray(out.actions),
                  **{k: v for k, v in opts.items() if k != "solver"})
   np.testing.assert_array_equal(np.asarray(out.actions), want["actions"])
   np.testing.assert_array_equal(np.asarray(out.switches), want["policies"])
@@ -61,6 +64,7 @@ def test_matches_the_numpy_version_episode_by_episode(instance, opts, values):
   np.testing.assert_allclose(np.asarray(out.qf.pinv), want["pinv"], rtol=1e-10, atol=1e-10)
   np.testing.assert_allclose(np.asarray(out.state.sigma2), want["sigma2"][-1], rtol=1e-10)
   np.testing.assert_allclose(np.asarray(out.state.gram), want["gram"], rtol=1e-10, atol=1e-10)
+  np.testing.assert_allclose(np.asarray(out.state.phir), want["phir"], rtol=1e-10, atol=1e-10)
   np.testing.assert_allclose(np.asarray(out.state.G)[:H - 1], want["G"][:H - 1], rtol=1e-10,
                              atol=1e-10)
   assert int(out.state.policies) == want["final_policies"]
@@ -176,7 +180,7 @@ def test_errors_name_the_form_the_option_and_the_hyperparameter(instance):
     with pytest.raises(ValueError, match="sufficient-statistics form only"):
       getattr(agent, name)(*([None] * {"init": 1, "observe": 6, "store_episode": 6}[name]))
   for option, bad in (("switch", "sometimes"), ("cap", "rho"), ("weights", "none"),
-                      ("solver", "qr"), ("alpha", "bisect")):
+                      ("solver", "qr"), ("alpha", "bisect"), ("reward", "known")):
     with pytest.raises(ValueError, match=option):
       wedriveu.we_drive_u(H, D, A, 5, **{option: bad})
   with pytest.raises(TypeError, match="switch"):

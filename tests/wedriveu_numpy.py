@@ -17,19 +17,21 @@ import math
 import numpy as np
 
 
-def plan(model, snap_gram, snap_G, hp, beta_scale=1.0):
+def plan(model, snap_gram, snap_G, hp, snap_phir=None):
   """DR-LSVI-UCB's backward induction on the snapshot's weighted statistics.
 
-  Returns ``(w [H, d], pinv [H, d, d])``: ``w_h = theta_h + nu_h``, ``pinv_h = Sigma_h^-1``.
+  Returns ``(w [H, d], pinv [H, d, d])``: ``w_h = theta_h + nu_h`` (or, given ``snap_phir``, the
+  regressed reward ``Sigma_h^-1 phir_w[h] + nu_h``), ``pinv_h = Sigma_h^-1``.
   """
   phi, theta, fail = model["phi"], model["theta"], model["fail_state"]
   H, S, A, d = phi.shape
-  lam, beta, rho = hp["lam"], hp["beta"] * beta_scale, hp["rho"]
+  lam, beta, rho = hp["lam"], hp["beta"], hp["rho"]
   pinv = np.zeros((H, d, d))
   for h in range(H):
     pinv[h] = np.linalg.inv(lam * np.eye(d) + snap_gram[h])
   w = np.zeros((H, d))
-  w[H - 1] = theta[H - 1]
+  base = theta if snap_phir is None else np.array([pinv[h] @ snap_phir[h] for h in range(H)])
+  w[H - 1] = base[H - 1]
   for h in range(H - 2, -1, -1):
     v = np.array([value(phi[h + 1, s], w[h + 1], pinv[h + 1], beta, H - (h + 1), s == fail)
                   for s in range(S)])
@@ -39,7 +41,7 @@ def plan(model, snap_gram, snap_G, hp, beta_scale=1.0):
         target = np.minimum(v, alpha)
         z = pinv[h] @ (snap_G[h].T @ target)
         best = max(best, z[i] - rho[h, i] * alpha)
-      w[h, i] = theta[h, i] + best
+      w[h, i] = base[h, i] + best
   return w, pinv
 
 
@@ -58,13 +60,18 @@ def value(phi_s, w, pinv, beta, top, is_fail):
   return max(min(max(q_row(phi_s[a], w, pinv, beta), 0.0), top) for a in range(len(phi_s)))
 
 
-def greedy(phi_s, w, pinv, beta, is_fail):
+def greedy(phi_s, w, pinv, beta, is_fail, played=None, tol=1e-9):
   """The optimistic tie-break: argmax of the untruncated Q (lowest index among ties); 0 at the
-  fail state (all zero)."""
+  fail state (all zero). ``played``: the run's action, taken instead when its Q ties the maximum
+  within ``tol`` (exact ties, e.g. every action's Q equal to its bonus before any reward is
+  regressed, are decided by rounding)."""
   if is_fail:
     return 0
   q = [q_row(phi_s[a], w, pinv, beta) for a in range(len(phi_s))]
-  return int(np.argmax(q))
+  best = int(np.argmax(q))
+  if played is not None and q[played] >= q[best] - tol * (1.0 + abs(q[best])):
+    return int(played)
+  return best
 
 
 def sigma2(gram, G, lam, phi_h, v_next, hp, h, H, cap="horizon", weights="variance"):
@@ -87,28 +94,31 @@ def sigma2(gram, G, lam, phi_h, v_next, hp, h, H, cap="horizon", weights="varian
   return max(hp["var_floor"], min(var_hat + e, top))
 
 
-def run(model, hp, states, switch="any-step", cap="horizon", weights="variance"):
-  """Replays ``states [K, H]`` (the visited states of a run). Returns a dict of per-episode
+def run(model, hp, states, switch="any-step", cap="horizon", weights="variance",
+        reward="theta", played=None):
+  """Replays ``states [K, H]`` (the visited states of a run; ``played [K, H]``: its actions,
+  followed only where the Q-values tie, see ``greedy``). Returns a dict of per-episode
   ``w [K, H, d]``, ``pinv [K, H, d, d]``, ``actions [K, H]``, ``sigma2 [K, H]``,
   ``policies [K]`` (policies computed up to episode k's plan) and the final statistics."""
-  phi, fail, reward = model["phi"], model["fail_state"], model["reward"]
+  phi, fail, rewards = model["phi"], model["fail_state"], model["reward"]
   H, S, A, d = phi.shape
   K = states.shape[0]
   lam, beta = hp["lam"], hp["beta"]
   gram, G = np.zeros((H, d, d)), np.zeros((H, S, d))
   phir = np.zeros((H, d))
-  snap_gram, snap_G = gram.copy(), G.copy()
+  snap_gram, snap_G, snap_phir = gram.copy(), G.copy(), phir.copy()
   policies = 1
   out = {k: [] for k in ("w", "pinv", "actions", "sigma2", "policies")}
   for k in range(K):
-    w, pinv = plan(model, snap_gram, snap_G, hp)
+    w, pinv = plan(model, snap_gram, snap_G, hp, snap_phir if reward == "regressed" else None)
     out["w"].append(w)
     out["pinv"].append(pinv)
     out["policies"].append(policies)
     acts, sig = [], []
     for h in range(H):
       s = int(states[k, h])
-      a = greedy(phi[h, s], w[h], pinv[h], beta, s == fail)
+      a = greedy(phi[h, s], w[h], pinv[h], beta, s == fail,
+                 None if played is None else int(played[k, h]))
       acts.append(a)
       if h < H - 1:
         v_next = np.array([value(phi[h + 1, x], w[h + 1], pinv[h + 1], beta, H - (h + 1),
@@ -123,7 +133,7 @@ def run(model, hp, states, switch="any-step", cap="horizon", weights="variance")
       x = phi[h, s, a]
       wt = 1.0 / sig[h]
       gram[h] += wt * np.outer(x, x)
-      phir[h] += wt * reward[h, s, a] * x
+      phir[h] += wt * rewards[h, s, a] * x
       if h < H - 1:
         G[h, int(states[k, h + 1])] += wt * x
     out["actions"].append(acts)
@@ -138,7 +148,7 @@ def run(model, hp, states, switch="any-step", cap="horizon", weights="variance")
     else:
       fire = sum(ratio) >= math.log(2.0)
     if fire:
-      snap_gram, snap_G = gram.copy(), G.copy()
+      snap_gram, snap_G, snap_phir = gram.copy(), G.copy(), phir.copy()
       policies += 1
   res = {k: np.asarray(v) for k, v in out.items()}
   res.update(gram=gram, G=G, phir=phir, final_policies=policies)

@@ -285,7 +285,8 @@ def _defaults(*names) -> dict:
 # takes the other through its ``reward`` option (``make(name, env, reward="regressed")``).
 BUILTIN_REWARDS = {"dr-lsvi-ucb": "theta", "lsvi-ucb": "regressed", "pevi": "regressed",
                    "drpvi": "theta", "va-drpvi": "theta", "r2pvi-tv": "theta",
-                   "r2pvi-kl": "theta", "r2pvi-chi2": "theta", "drvi-l": "theta"}
+                   "r2pvi-kl": "theta", "r2pvi-chi2": "theta", "drvi-l": "theta",
+                   "we-drive-u": "theta"}
 
 
 def reward_source(name: str, **options) -> str | None:
@@ -339,6 +340,6 @@ def _register_builtins() -> None:
       ("rho", "beta", "lam", "beta_var", "var_floor"),
       "Liu, Wang & Xu, arXiv 2409.20521 (reconstructed from the abstract; docs/agents.md)",
       _lazy("drjax.agents.wedriveu", "we_drive_u"),
-      ("switch", "cap", "weights", "alpha", "grid_size", "tie_break", "solver"), "teal",
+      ("switch", "cap", "weights", "alpha", "grid_size", "tie_break", "solver", "reward"), "teal",
       make_hparams_fn=_lazy("drjax.agents.wedriveu", "registry_hparams"),
       hparam_defaults=_defaults("rho", "beta", "lam", "beta_var", "var_floor")))

@@ -14,7 +14,8 @@ state and ``w_tau = sigma_bar_tau^-2`` its weight:
 
 * weighted statistics: ``Sigma_h = lam I + sum_tau w_tau phi_tau phi_tau^T``,
   ``G_w[h, s'] = sum_tau w_tau phi_tau 1{s'_tau = s'}``, ``phir_w[h] = sum_tau w_tau r_tau phi_tau``
-  (the reward is the known ``theta``, as DR-LSVI-UCB's; ``phir_w`` is kept for completeness);
+  (the reward is the known ``theta``, as DR-LSVI-UCB's, or with ``reward="regressed"`` the
+  weighted ridge estimate ``Sigma_h^-1 phir_w[h]``);
 * planning (DR-LSVI-UCB's backward induction, ``compose.backward_induction``, on the weighted
   statistics): ``Q_h = clip(phi^T (theta_h + nu_h) + beta sum_i phi_i sqrt([Sigma_h^-1]_ii), 0,
   H - h)``, ``nu_{h,i} = max_{alpha in [0, H]} [Sigma_h^-1 G_w[h]^T min(V_{h+1}, alpha)]_i -
@@ -145,6 +146,7 @@ class WeDriveConfig(NamedTuple):
   switch: str = "any-step"
   cap: str = "horizon"
   weights: str = "variance"
+  reward: str = "theta"
 
 
 def validate_hparams(hparams, horizon: int, feature_dim: int) -> None:
@@ -154,7 +156,8 @@ def validate_hparams(hparams, horizon: int, feature_dim: int) -> None:
     raise TypeError(f"hparams must be a WeDriveHParams(rho, beta, lam, beta_var, var_floor) "
                     f"(registry.make_hparams('we-drive-u', env)), got {type(hparams).__name__}")
   base.validate_hparams(hparams, horizon, feature_dim)
-  bv, vf = base._hparam_values(hparams, ("beta_var", "var_floor"))  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  bv, vf = base._hparam_values(hparams, ("beta_var", "var_floor"))
   _checks.in_range("beta_var", bv, 0)
   _checks.in_range("var_floor", vf, 0, lo_open=True)
 
@@ -163,25 +166,26 @@ def make_hparams(horizon: int, feature_dim: int, *, rho=0.0, beta=1.0, lam=0.1, 
                  var_floor=1.0, dtype=None) -> WeDriveHParams:
   """Validated ``WeDriveHParams`` (``rho``: a scalar or ``[..., H, d]``; batch axes broadcast)."""
   hp = base.make_hparams(horizon, feature_dim, rho=rho, beta=beta, lam=lam, dtype=dtype)
+  extra = {}
   for name, x in (("beta_var", beta_var), ("var_floor", var_floor)):
     _checks.require_concrete(name, x, "make_hparams validates its values on the host")
-  out = WeDriveHParams(*hp, beta_var=jnp.asarray(_checks._values("beta_var", beta_var),  # pylint: disable=protected-access
-                                                 hp.beta.dtype),
-                       var_floor=jnp.asarray(_checks._values("var_floor", var_floor),  # pylint: disable=protected-access
-                                             hp.beta.dtype))
+    values = _checks._values(name, x)  # pylint: disable=protected-access
+    extra[name] = jnp.asarray(values, hp.beta.dtype)
+  out = WeDriveHParams(*hp, **extra)
   validate_hparams(out, horizon, feature_dim)
   return out
 
 
-def registry_hparams(spec, H, d, A, dtype=None, **values) -> WeDriveHParams:  # pylint: disable=unused-argument
-  """``registry.make_hparams("we-drive-u", env, ...)``."""
+def registry_hparams(spec, H, d, A, dtype=None, **values) -> WeDriveHParams:
+  """``registry.make_hparams("we-drive-u", env, ...)`` (``spec`` and ``A`` unused)."""
+  del spec, A
   return make_hparams(H, d, dtype=dtype, **values)
 
 
 def we_drive_u(horizon: int, feature_dim: int, num_actions: int, capacity: int, *,
                switch: str = "any-step", cap: str = "horizon", weights: str = "variance",
                alpha: str = "exact", grid_size: int = 0, tie_break: str = "optimistic",
-               solver: str = "auto") -> Agent:
+               solver: str = "auto", reward: str = "theta") -> Agent:
   """We-DRIVE-U (reconstructed; see the module docstring and ``docs/agents.md``).
 
   Args:
@@ -197,12 +201,15 @@ def we_drive_u(horizon: int, feature_dim: int, num_actions: int, capacity: int, 
     solver: ``Sigma^-1``: ``"cholesky"`` refactorizes the snapshot at every plan and ``Sigma`` at
       every update, ``"sherman-morrison"`` keeps both by rank-one steps, ``"auto"`` picks Cholesky
       for d <= 8 (``linalg.UNROLL_MAX_D``).
+    reward: ``"theta"`` (the known reward parameters, ``w_h = theta_h + nu_h``; default, as
+      DR-LSVI-UCB) or ``"regressed"`` (``w_h = Sigma_h^-1 phir_w[h] + nu_h``, the weighted ridge
+      estimate).
 
   Returns:
     An online ``Agent`` (``update_takes_qf``, ``counters``); finite environments only.
   """
   H, d, A = compose.check_composition(horizon, feature_dim, num_actions,
-                                      compose.TVConstrained(), "paper", pieces.beta_of, "theta")
+                                      compose.TVConstrained(), "paper", pieces.beta_of, reward)
   K = base.check_int("capacity K", capacity)
   _checks.choice("switch", switch, SWITCHES)
   _checks.choice("cap", cap, CAPS)
@@ -216,16 +223,16 @@ def we_drive_u(horizon: int, feature_dim: int, num_actions: int, capacity: int, 
   _checks.choice("solver", solver, state_lib.SOLVERS)
   if solver == "auto":
     solver = "cholesky" if d <= linalg.UNROLL_MAX_D else "sherman-morrison"
-  return _build(H, d, A, K, switch, cap, weights, alpha, int(grid_size), tie_break, solver)
+  return _build(H, d, A, K, switch, cap, weights, alpha, int(grid_size), tie_break, solver, reward)
 
 
 @functools.lru_cache(maxsize=None)
-def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver) -> Agent:
+def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver, reward) -> Agent:
   """The agent's functions (cached: equal options share compiled programs)."""
   # DR-LSVI-UCB's composition plans, acts and measures widths; it is given the weighted statistics.
   inner = lsvi.make_agent("We-DRIVE-U", H, d, A, K,
                           oracle=compose.TVConstrained(alpha, grid_size), width="paper",
-                          reward="theta", clip="paper", tie_break=tie_break, fail_zero=True,
+                          reward=reward, clip="paper", tie_break=tie_break, fail_zero=True,
                           solver="cholesky")
   inner_plan = protocols.unchecked(inner.plan)
   sm = solver == "sherman-morrison"
@@ -427,7 +434,7 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
 
   x = exact_matmuls
   config = WeDriveConfig(H, d, A, K, "paper", "paper", alpha, grid_size, tie_break, True, solver,
-                         None, switch, cap, weights)
+                         None, switch, cap, weights, reward)
   return Agent(name="We-DRIVE-U", config=config, init=init,
                plan=compose.with_core(plan, _plan, x), q_values=inner.q_values, act=inner.act,
                observe=observe, end_episode=end_episode, store_episode=store_episode,
