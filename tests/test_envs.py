@@ -432,7 +432,7 @@ def test_random_drmdp_no_retrace():
     (lambda: RandomLinearMDP(3, 0, 3, 4), "num_actions"),
     (lambda: RandomLinearMDP(3, 2, 1, 4), "feature_dim"),
     (lambda: RandomLinearMDP(3, 2, 3, -1), "horizon"),
-    (lambda: envs.make("cartpole"), "name"),
+    (lambda: envs.make("breakout"), "name"),
 ])
 def test_bad_input_raises(build, name):
   with pytest.raises(ValueError, match=name):

@@ -402,3 +402,22 @@ def test_bad_feature_arguments():
   assert isinstance(GymnaxEnv("CartPole-v1").reset(jax.random.PRNGKey(0),
                                                      GymnaxEnv("CartPole-v1").default_params()),
                     GymnaxState)
+
+
+def test_docs_example_runs(tmp_path):
+  """docs/environments.md's gymnax example (a ```py block: tests/test_readme.py runs only the
+  ```python blocks, which must run without the extra) runs where gymnax is installed."""
+  import os  # pylint: disable=g-import-not-at-top
+  import re  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with open(os.path.join(root, "docs", "environments.md"), encoding="utf-8") as f:
+    blocks = [b for b in re.findall(r"^```py\n(.*?)^```", f.read(), re.S | re.M)
+              if "cartpole" in b]
+  assert len(blocks) == 1
+  script = tmp_path / "block.py"
+  script.write_text(blocks[0])
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  res = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True,
+                       timeout=300, env=env)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert res.stdout.split()[0] == "648"

@@ -57,7 +57,10 @@ def test_every_registered_agent_satisfies_its_protocol(name):
 
 @pytest.mark.parametrize("name", envs.names())
 def test_every_registered_environment_satisfies_its_protocol(name):
-  env = envs.make(name)
+  try:
+    env = envs.make(name)
+  except ImportError as e:  # an optional dependency (gymnax) missing in this lane
+    pytest.skip(str(e))
   proto = (protocols.FiniteEnvironment if isinstance(env, envs.FiniteEnvironment)
            else protocols.Environment)
   _conforms(env, proto)

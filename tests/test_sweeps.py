@@ -295,7 +295,7 @@ def test_two_processes_with_jax_distributed(full, tmp_path, cache_dir):
     (["--devices", "0"], "--devices"),
     (["--devices", "9999"], "--devices"),
     (["--agents", "dqn"], "--agents"),
-    (["--env", "cartpole"], "--env"),
+    (["--env", "breakout"], "--env"),
     (["--env-param", "zeta=0.1"], "--env-param"),
     (["--env-param", "q=0.1"], "--env-param"),
     (["--env-param", "xi_norm=0.1,0.5"], "--env-param"),
@@ -340,7 +340,7 @@ def test_cli_refuses_a_directory_holding_another_sweep(tmp_path):
 
 @pytest.mark.parametrize("kw, field", [
     (dict(chunk=0), "chunk"), (dict(chunk=2.5), "chunk"), (dict(agents=("dqn",)), "agents"),
-    (dict(env="cartpole"), "env"), (dict(env_params={"zeta": (0.1,)}), "env_params"),
+    (dict(env="breakout"), "env"), (dict(env_params={"zeta": (0.1,)}), "env_params"),
     (dict(rho_at=((3, 0),)), "rho_at"), (dict(rho=(-0.1,)), "rho"), (dict(lam=(0.0,)), "lam"),
     (dict(targets=("q", 0.0, 1.5, 3)), "targets"), (dict(seed_ids=(5,)), "seed_ids"),
     (dict(rho=(np.zeros((2, 4)),), rho_at=None), "rho"),

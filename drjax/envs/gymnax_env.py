@@ -107,7 +107,9 @@ OBS_BOXES = {
 # MountainCar 3 * 49, Pendulum 5 * 45.
 DEFAULT_CENTERS = {"CartPole-v1": 3, "Acrobot-v1": (2, 2, 2, 2, 3, 3), "MountainCar-v0": 7,
                    "Pendulum-v1": (3, 3, 5)}
-DEFAULT_TILES = {"CartPole-v1": 3, "Acrobot-v1": (1, 1, 1, 1, 3, 3), "MountainCar-v0": 6,
+# Tiles per dimension (d = A * num_tilings * prod(tiles + 1); 4 tilings: CartPole 648, Acrobot
+# 1728, MountainCar 588, Pendulum 900).
+DEFAULT_TILES = {"CartPole-v1": 2, "Acrobot-v1": (1, 1, 1, 1, 2, 2), "MountainCar-v0": 6,
                  "Pendulum-v1": (2, 2, 4)}
 DEFAULT_HORIZONS = {"CartPole-v1": 100, "Acrobot-v1": 200, "MountainCar-v0": 200,
                     "Pendulum-v1": 100}
