@@ -7,14 +7,17 @@ the features of every action), on the same device.
 
 Each variant is a ``lax.scan`` of ``--steps`` steps over a batch of ``--envs`` environments
 (``vmap``), actions from a fixed key; gymnax's variant is ``env.step`` (with its auto-reset), the
-adapter's is ``GymnaxEnv.step`` followed by ``phi_all`` (``[A, d]``, d = 162 with RBF), whose sum
-is carried so that XLA cannot drop it. Timed after one warm-up call: the best of ``--repeats``.
+adapter's is ``GymnaxEnv.step`` followed by ``phi_all`` (``[A, d]``, d = 162 with RBF), the
+played action's row folded into the carried sum so that XLA cannot drop it (and once without
+the features). Timed after one warm-up call: the best of ``--repeats``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import os
 import platform
 import time
 
@@ -64,30 +67,37 @@ def main(argv=None) -> dict:
       return tot
     return jax.vmap(one)(keys)
 
-  @jax.jit
-  def adapter_rollout(keys):
-    def one(key):
-      s = env.reset(key, params)
+  def adapter(features: bool):
+    @jax.jit
+    def rollout(keys):
+      def one(key):
+        s = env.reset(key, params)
 
-      def step(carry, k):
-        s, tot = carry
-        a_ = jax.random.bernoulli(k).astype(jnp.int32)
-        s2, r, _ = env.step(k, s, a_, params)
-        phi = env.phi_all(s2, params)
-        return (s2, tot + r + phi[a_, 0]), None
+        def step(carry, k):
+          s, tot = carry
+          a_ = jax.random.bernoulli(k).astype(jnp.int32)
+          s2, r, _ = env.step(k, s, a_, params)
+          if features:
+            r = r + jnp.sum(env.phi_all(s2, params)[a_] * jnp.arange(env.feature_dim))
+          return (s2, tot + r), None
 
-      (_, tot), _ = jax.lax.scan(step, (s, jnp.zeros(())), jax.random.split(key, T))
-      return tot
-    return jax.vmap(one)(keys)
+        (_, tot), _ = jax.lax.scan(step, (s, jnp.zeros(())), jax.random.split(key, T))
+        return tot
+      return jax.vmap(one)(keys)
+    return rollout
 
   t_gym = _time(gymnax_rollout, keys, repeats=a.repeats)
-  t_ad = _time(adapter_rollout, keys, repeats=a.repeats)
+  t_ad = _time(adapter(True), keys, repeats=a.repeats)
+  t_nofeat = _time(adapter(False), keys, repeats=a.repeats)
   out = {
       "device": str(jax.devices()[0]), "platform": platform.processor() or platform.machine(),
-      "jax": jax.__version__, "gymnax": gymnax.__version__ if hasattr(gymnax, "__version__")
-      else "?", "envs": N, "steps": T, "features": a.features, "feature_dim": env.feature_dim,
+      "jax": jax.__version__, "gymnax": importlib.metadata.version("gymnax"), "envs": N,
+      "steps": T, "features": a.features, "feature_dim": env.feature_dim,
       "gymnax_steps_per_s": N * T / t_gym, "adapter_steps_per_s": N * T / t_ad,
-      "gymnax_s": t_gym, "adapter_s": t_ad, "adapter_over_gymnax_time": t_ad / t_gym,
+      "adapter_without_features_steps_per_s": N * T / t_nofeat,
+      "gymnax_s": t_gym, "adapter_s": t_ad, "adapter_without_features_s": t_nofeat,
+      "adapter_over_gymnax_time": t_ad / t_gym,
+      "load_average_1min": os.getloadavg()[0],  # other processes on the machine meanwhile
   }
   print(json.dumps(out, indent=1))
   if a.out:

@@ -90,7 +90,9 @@ def _add_sweep_parser(sub) -> None:
                       "put-option: p_u, init_low, init_high; random: instance)")
   g.add_argument("--targets", default=None, metavar="NAME=START:STOP:NUM",
                  help="evaluate on linspace(START, STOP, NUM) targets: q=0:1:21 (linear-mdp), "
-                      "p_u=0.15:0.85:29 (put-option); default: evaluate in the source domain")
+                      "p_u=0.15:0.85:29 (put-option), length=0.25:2:15 (cartpole; gymnax "
+                      "environments: a physics field, docs/environments.md); default: evaluate "
+                      "in the source domain")
   g.add_argument("--test-episodes", type=int, default=None, metavar="N",
                  help="Monte Carlo episodes per run and target (put-option; default: 100)")
   g.add_argument("--seed", type=int, default=None, help="base PRNG seed (default: 0)")
