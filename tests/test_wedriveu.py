@@ -34,7 +34,7 @@ def _train(env, agent, K, outputs, record_q=False):
 
 CASES = [
     (dict(), dict(rho=0.1, beta=0.5, lam=1.0, beta_var=0.5, var_floor=0.05)),
-    (dict(switch="global", cap="robust"),
+    (dict(switch="global", cap="robust", solver="sherman-morrison"),
      dict(rho=0.3, beta=0.3, lam=0.5, beta_var=2.0, var_floor=0.02)),
     (dict(switch="every", solver="sherman-morrison"),
      dict(rho=0.2, beta=0.5, lam=1.0, beta_var=1.0, var_floor=0.1)),

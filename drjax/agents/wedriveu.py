@@ -103,9 +103,12 @@ class WeDriveState(NamedTuple):
     G: ``[H, S, d]`` ``sum w phi 1{s' = s}``.
     pinv: ``[H, d, d]`` ``Sigma^-1`` kept by Sherman-Morrison steps (``solver="sherman-morrison"``),
       else ``None`` (refactorized from ``gram`` when needed).
+    M: ``[H, d, S]`` the ridge operator ``Sigma^-1 G_w^T`` kept by rank-one steps
+      (Sherman-Morrison solver; the dual's regression then costs ``O(d S)`` per candidate, not
+      ``O(d^2 S)``), else ``None``.
     logdet: ``[H]`` ``log det(Sigma_h / lam)``, by rank-one steps.
-    snap_gram, snap_phir, snap_G, snap_pinv, snap_logdet: the same at the last switch (the data
-      ``plan`` uses).
+    snap_gram, snap_phir, snap_G, snap_pinv, snap_M, snap_logdet: the same at the last switch
+      (the data ``plan`` uses).
     sigma2: ``[H]`` ``sigma_bar^2`` of the last episode added (0 before any).
     count: ``[]`` int32, episodes added.
     policies: ``[]`` int32, distinct policies computed so far (the initial one counts 1).
@@ -117,11 +120,13 @@ class WeDriveState(NamedTuple):
   phir: Array
   G: Array
   pinv: Array | None
+  M: Array | None
   logdet: Array
   snap_gram: Array
   snap_phir: Array
   snap_G: Array
   snap_pinv: Array | None
+  snap_M: Array | None
   snap_logdet: Array
   sigma2: Array
   count: Array
@@ -280,9 +285,10 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
     pinv = jnp.broadcast_to(jnp.eye(d, dtype=dtype) / lam, (H, d, d)) if sm else None
     zeros_h = jnp.zeros((H,), dtype)
     phir, G = jnp.zeros((H, d), dtype), jnp.zeros((H, S, d), dtype)
+    M = jnp.zeros((H, d, S), dtype) if sm else None
     return WeDriveState(theta=jnp.asarray(theta, dtype), lam=lam, gram=gram, phir=phir, G=G,
-                        pinv=pinv, logdet=zeros_h, snap_gram=gram, snap_phir=phir, snap_G=G,
-                        snap_pinv=pinv, snap_logdet=zeros_h, sigma2=zeros_h,
+                        pinv=pinv, M=M, logdet=zeros_h, snap_gram=gram, snap_phir=phir,
+                        snap_G=G, snap_pinv=pinv, snap_M=M, snap_logdet=zeros_h, sigma2=zeros_h,
                         count=jnp.zeros((), jnp.int32), policies=jnp.ones((), jnp.int32))
 
   def _check_state(state):
@@ -302,7 +308,7 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
 
   def _snapshot(state) -> StatsState:
     return StatsState(theta=state.theta, gram=state.snap_gram, phir=state.snap_phir,
-                      pinv=state.snap_pinv, G=state.snap_G, count=state.count)
+                      pinv=state.snap_pinv, G=state.snap_G, count=state.count, M=state.snap_M)
 
   def plan(state, hparams, model=None, *, size: int | None = None, refactor: bool = False):
     """The ``QFunction`` of the policy in use: DR-LSVI-UCB's backward induction on the snapshot
@@ -332,19 +338,18 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
     v = jnp.max(q, axis=-1)  # [H - 1, S]
     return jnp.concatenate([v, jnp.zeros((1, S), v.dtype)])
 
-  def _sigma2(state, pinv, phi, v, hparams):
-    """``[H]`` ``sigma_bar^2`` of the episode's transitions (``phi [H, d]``, ``v [H, S]``)."""
-    dtype = phi.dtype
+  def _sigma2(state, u, quad, v, hparams):
+    """``[H]`` ``sigma_bar^2`` of the episode's transitions from ``u = Sigma^-1 phi [H, d]``,
+    ``quad = phi^T Sigma^-1 phi [H]`` and ``v = V_{h+1} [H, S]``: ``phi . w1 = u . (G_w^T V)``
+    (``O(S d)`` per step, no ``[d, S]`` operator)."""
+    dtype = u.dtype
     if weights == "unit":
       return jnp.ones((H,), dtype)
     hh = float(H)
-    op = jnp.einsum("hde,hse->hds", pinv, state.G)  # Sigma^-1 G_w^T  [H, d, S]
-    w1 = jnp.einsum("hds,hs->hd", op, v)
-    w2 = jnp.einsum("hds,hs->hd", op, v * v)
-    m1 = jnp.clip(jnp.sum(phi * w1, -1), 0.0, hh)
-    m2 = jnp.clip(jnp.sum(phi * w2, -1), 0.0, hh * hh)
+    m1 = jnp.clip(jnp.sum(u * jnp.einsum("hsd,hs->hd", state.G, v), -1), 0.0, hh)
+    m2 = jnp.clip(jnp.sum(u * jnp.einsum("hsd,hs->hd", state.G, v * v), -1), 0.0, hh * hh)
     var_hat = jnp.maximum(m2 - m1 * m1, 0.0)
-    norm = jnp.sqrt(jnp.maximum(jnp.einsum("hd,hde,he->h", phi, pinv, phi), 0.0))
+    norm = jnp.sqrt(jnp.maximum(quad, 0.0))
     bonus = jnp.minimum(hh * hh, jnp.asarray(hparams.beta_var, dtype) * norm)
     if cap == "horizon":
       top = jnp.full((H,), hh * hh, dtype)
@@ -394,18 +399,23 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
     else:
       pinv = jax.vmap(linalg.spd_inverse)(state.gram + state.lam * jnp.eye(d, dtype=dtype)[None])
     v = _next_values(qf, model).astype(dtype)
-    sigma2 = _sigma2(state, pinv, phi, v, hparams)
-    wt = 1.0 / sigma2  # [H]
-    u = jnp.einsum("hde,he->hd", pinv, phi)
+    u = jnp.einsum("hde,he->hd", pinv, phi)  # Sigma^-1 phi
     quad = jnp.sum(phi * u, -1)
+    sigma2 = _sigma2(state, u, quad, v, hparams)
+    wt = 1.0 / sigma2  # [H]
     logdet = state.logdet + jnp.log1p(wt * quad)
     gram = state.gram + wt[:, None, None] * phi[:, :, None] * phi[:, None, :]
     phir = state.phir + (wt * reward)[:, None] * phi
     onehot = (jnp.arange(S)[None, :] == jnp.asarray(next_state)[:, None]).astype(dtype)
     G = state.G + onehot[:, :, None] * (wt[:, None] * phi)[:, None, :]
-    new_pinv = None
+    new_pinv = M = None
     if sm:
-      new_pinv = pinv - (wt / (1.0 + wt * quad))[:, None, None] * u[:, :, None] * u[:, None, :]
+      # Sigma' = Sigma + w phi phi^T, G_w' = G_w + w e_s' phi^T: with ud = w u / (1 + w quad),
+      # Sigma'^-1 = Sigma^-1 - ud u^T and M' = Sigma'^-1 G_w'^T = M - ud (G_w u)^T + ud e_s'^T.
+      ud = (wt / (1.0 + wt * quad))[:, None] * u
+      new_pinv = pinv - ud[:, :, None] * u[:, None, :]
+      gu = jnp.einsum("hsd,hd->hs", state.G, u)
+      M = state.M + ud[:, :, None] * (onehot - gu)[:, None, :]
     gain = logdet - state.snap_logdet
     if switch == "every":
       fire = jnp.ones((), bool)
@@ -415,10 +425,11 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
       fire = jnp.sum(gain) >= LOG2
     pick = lambda new, old: jnp.where(fire, new, old)  # noqa: E731
     return state._replace(
-        gram=gram, phir=phir, G=G, pinv=new_pinv, logdet=logdet,
+        gram=gram, phir=phir, G=G, pinv=new_pinv, M=M, logdet=logdet,
         snap_gram=pick(gram, state.snap_gram), snap_phir=pick(phir, state.snap_phir),
         snap_G=pick(G, state.snap_G),
         snap_pinv=None if new_pinv is None else pick(new_pinv, state.snap_pinv),
+        snap_M=None if M is None else pick(M, state.snap_M),
         snap_logdet=pick(logdet, state.snap_logdet), sigma2=sigma2, count=state.count + 1,
         policies=state.policies + fire.astype(jnp.int32))
 
