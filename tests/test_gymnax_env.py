@@ -61,10 +61,11 @@ def test_step_for_step_against_gymnax(env_id):
   params = env.default_params()
   gym, gparams = gymnax.make(env_id)
   key = jax.random.PRNGKey(3)
+  obs0, _ = gym.reset(jax.random.fold_in(key, 99), gparams)  # reset matches gymnax's reset
+  s0 = env.reset(jax.random.fold_in(key, 99), params)
+  np.testing.assert_array_equal(np.asarray(s0.obs), np.asarray(obs0))
+  assert int(s0.h) == 0 and not bool(s0.fail)
   s = _start(env_id, env, params, jax.random.fold_in(key, 99))
-  if env_id in ("CartPole-v1", "Pendulum-v1"):  # reset itself matches gymnax's reset
-    obs0, _ = gym.reset(jax.random.fold_in(key, 99), gparams)
-    np.testing.assert_array_equal(np.asarray(s.obs), np.asarray(obs0))
   gstate = s.env_state.replace(time=0)  # gymnax's own state types (a Python time counter)
   rng = np.random.default_rng(0)  # the action sequence only (keys are JAX keys)
   actions = rng.integers(0, env.num_actions, H)
