@@ -170,6 +170,8 @@ def test_errors_name_the_form_the_option_and_the_hyperparameter(instance):
   hp = wedriveu.make_hparams(H, D)
   with pytest.raises(ValueError, match="form='buffer'"):
     drjax.make_train(env, agent, 5, form="buffer")(jax.random.key(0), hp, params)
+  with pytest.raises(TypeError, match="WeDriveHParams"):
+    drjax.make_train(env, agent, 5)(jax.random.key(0), drjax.make_hparams(H, D), params)
   put = drjax.envs.PutOption()
   put_agent = wedriveu.we_drive_u(put.horizon, put.feature_dim, put.num_actions, 5)
   with pytest.raises(ValueError, match="without a finite model"):

@@ -390,6 +390,11 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
   def _update(state, phi, reward, next_phi=None, next_fail=None, next_state=None, model=None,
               slot=None, *, qf=None, hparams=None):
     del next_phi, next_fail, slot
+    if hparams is None or not all(hasattr(hparams, f) for f in WeDriveHParams._fields):
+      # Structural, at trace time (free): make_train checks only rho, beta and lam.
+      raise TypeError(f"hparams must be a WeDriveHParams(rho, beta, lam, beta_var, var_floor) "
+                      f"(registry.make_hparams('we-drive-u', env)), got "
+                      f"{type(hparams).__name__}")
     dtype = state.gram.dtype
     phi = jnp.asarray(phi).astype(dtype)
     reward = jnp.asarray(reward).astype(dtype)
