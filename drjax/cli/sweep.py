@@ -38,6 +38,11 @@ def _agent_names(kind=None):
   return registry.names(kind)
 
 
+def _default_agents():
+  from drjax.sweeps.config import DEFAULT_AGENTS  # pylint: disable=g-import-not-at-top
+  return DEFAULT_AGENTS
+
+
 def _add_sweep_parser(sub) -> None:
   p = sub.add_parser(
       "sweep", help="agents x a grid of settings x seeds: chunked, sharded, resumable, tidy",
@@ -58,8 +63,8 @@ def _add_sweep_parser(sub) -> None:
                  help="static environment argument, repeatable (put-option: num_anchors, "
                       "horizon, variant; random: num_states, num_actions, feature_dim, horizon)")
   g.add_argument("--agents", nargs="+", default=None, metavar="AGENT",
-                 help=f"registered agents: {', '.join(_agent_names())} (default: the online "
-                      f"ones, {', '.join(_agent_names('online'))})")
+                 help=f"registered agents: {', '.join(_agent_names())} (default: "
+                      f"{', '.join(_default_agents())})")
   g.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds (default: 10)")
   g.add_argument("--episodes", type=int, default=None, metavar="K",
                  help="training episodes K (default: 100)")
