@@ -139,8 +139,8 @@ class SweepConfig:
     env_args: static constructor arguments of the environment (put option: ``num_anchors``,
       ``horizon``, ``variant``; random: ``num_states``, ``num_actions``, ``feature_dim``,
       ``horizon``).
-    agents: registered agent names (``drjax.agents.registry.names()``); default: the online
-      ones. Offline agents (PEVI, DRPVI, VA-DRPVI) fit each run's policy to a dataset collected
+    agents: registered agent names (``drjax.agents.registry.names()``); default:
+      ``DEFAULT_AGENTS`` (DR-LSVI-UCB and LSVI-UCB). Offline agents (PEVI, DRPVI, VA-DRPVI) fit each run's policy to a dataset collected
       in the source domain under ``behavior``.
     seeds: number of seeds N; seeds are the indices ``0..N-1``.
     seed_ids: optional subset of ``0..N-1`` to run (rerun chosen seeds); ``None``: all.
