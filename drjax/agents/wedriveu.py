@@ -243,7 +243,7 @@ def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver
   sm = solver == "sherman-morrison"
   duals = (H - 1) * d
 
-  def _form_error(*args, **kwargs):
+  def _form_error():
     raise ValueError(FORM_ERROR)
 
   def init(theta, lam=None, capacity: int | None = None):
