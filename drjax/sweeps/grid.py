@@ -193,11 +193,17 @@ def bytes_per_run(config: SweepConfig, env) -> int:
   """Rough peak bytes of one run inside a chunk (buffers, planning temporaries, evaluation).
 
   Calibrated on the linear MDP and the put option (see README, "Sweeps"): about four copies of
-  the agent's buffers (scan carry, planning temporaries) plus the evaluation's per-target work.
+  the agent's buffers (scan carry, planning temporaries) plus the evaluation's per-target work,
+  plus two ``[H, d, d]`` matrices (the Gram matrices and ``Lambda^-1``), which dominate for
+  large d: the put option's compiled chunk program measured 19.0 MB per run at K = 20, H = 10,
+  d = 641 (this estimate: 38.2 MB; without the matrices it was 6.9 MB, an underestimate), and
+  0.30 MB at K = 100, H = 10, d = 21 (estimate 1.05 MB; ``benchmarks/buffer_scaling.py``,
+  docs/engine.md).
   """
   H, d, A, K = env.horizon, env.feature_dim, env.num_actions, config.episodes
   item = 8 if config.dtype == "float64" else 4
   buffers = H * K * (A * d + d + 3)
+  matrices = 2 * H * d * d  # gram and Lambda^-1 (the Sherman-Morrison state, the plan's inverse)
   if _has_offline(config):  # dataset + pilot + the alpha maximization's sorted prefix sums
     buffers = max(buffers, H * max(config.trajectories) * (A * d + 3 * d + 8) * 2)
   T = config.targets[3] if config.targets else 1
@@ -207,7 +213,7 @@ def bytes_per_run(config: SweepConfig, env) -> int:
   else:
     ev = T * config.test_episodes * (A * d + 8) * 2
   rec = H * K * 4 if getattr(config, "record", ()) else 0  # the recorded per-step outputs
-  return int(item * (4 * buffers + ev + rec) + 4096)
+  return int(item * (4 * buffers + matrices + ev + rec) + 4096)
 
 
 # Source groups of fewer runs than this (settings per group x seeds) are not given chunks of
