@@ -14,7 +14,9 @@ features, A = 2) at each ``(K, H, d)``:
   episodes in the source) per run, against ``drjax.sweeps.grid.bytes_per_run``, which sizes the
   chunks.
 
-  python benchmarks/buffer_scaling.py [--quick] [--out results/buffer_scaling.json]
+  python benchmarks/buffer_scaling.py --out benchmarks/results/amd-epyc-2c-buffer-scaling.json
+
+then ``python -m drjax.bench.doc_tables`` rewrites docs/engine.md's table from that file.
 """
 
 from __future__ import annotations
@@ -123,9 +125,9 @@ def main(argv=None) -> int:
     print(json.dumps(chunks[-1]), flush=True)
   if args.out:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    from drjax.bench import machine  # pylint: disable=g-import-not-at-top
     with open(args.out, "w") as f:
-      json.dump({"device": jax.devices()[0].device_kind, "runs": rows, "chunks": chunks}, f,
-                indent=1)
+      json.dump({"machine": machine.machine_info(), "runs": rows, "chunks": chunks}, f, indent=1)
   return 0
 
 

@@ -326,7 +326,26 @@ def fig2_ends(root):
                             ("docs/figures-run/notebook/fig2/rho0.3.json", "notebook preset")))
 
 
+BUFFER_SCALING = f"{RESULTS}/amd-epyc-2c-buffer-scaling.json"
+
+
+def buffer_scaling(root):
+  """One buffer-form run against K, H and d, and the sweep's per-run estimate against the
+  compiled chunk program (``benchmarks/buffer_scaling.py``)."""
+  res = _load(root, BUFFER_SCALING)
+  rows = [(r["K"], r["H"], r["d"], _fixed(r["state_MB"], 2), _fixed(r["run_MB"], 2),
+           _fixed(r["ms_per_episode"], 2)) for r in res["runs"]]
+  table = _table(("K", "H", "d", "state (MiB)", "compiled run (MiB)", "ms per episode"), rows)
+  chunks = _table(("K", "H", "d", "chunk program, per run (MiB)", "bytes_per_run (MiB)"),
+                  [(c["K"], c["H"], c["d"], _fixed(c["chunk_MB_per_run"], 2),
+                    _fixed(c["estimate_MB"], 2)) for c in res["chunks"]])
+  return (f"{table}\n\n{chunks}\n\nOn `{res['machine']['name']}` (jax {res['machine']['jax']}), "
+          f"float32, DR-LSVI-UCB on the put option (A = 2, d = num_anchors + 1), warm jitted runs "
+          f"(median of 5), chunks of 4 runs with 100 test episodes ({_link(BUFFER_SCALING)}).")
+
+
 TABLES = {
+    "buffer-scaling": buffer_scaling,
     "engine-entry": engine_entry,
     "engine-cpu": engine_cpu,
     "reproduce-all": reproduce_all,

@@ -195,9 +195,9 @@ def bytes_per_run(config: SweepConfig, env) -> int:
   Calibrated on the linear MDP and the put option (see README, "Sweeps"): about four copies of
   the agent's buffers (scan carry, planning temporaries) plus the evaluation's per-target work,
   plus two ``[H, d, d]`` matrices (the Gram matrices and ``Lambda^-1``), which dominate for
-  large d: the put option's compiled chunk program measured 19.0 MB per run at K = 20, H = 10,
-  d = 641 (this estimate: 38.2 MB; without the matrices it was 6.9 MB, an underestimate), and
-  0.30 MB at K = 100, H = 10, d = 21 (estimate 1.05 MB; ``benchmarks/buffer_scaling.py``,
+  large d: the put option's compiled chunk program measured 19.0 MiB per run at K = 20, H = 10,
+  d = 641 (this estimate: 38.2 MiB; without the matrices it was 6.9 MiB, an underestimate), and
+  0.30 MiB at K = 100, H = 10, d = 21 (estimate 1.08 MiB; ``benchmarks/buffer_scaling.py``,
   docs/engine.md).
   """
   H, d, A, K = env.horizon, env.feature_dim, env.num_actions, config.episodes
