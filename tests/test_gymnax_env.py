@@ -422,3 +422,17 @@ def test_docs_example_runs(tmp_path):
                        timeout=300, env=env)
   assert res.returncode == 0, res.stderr[-3000:]
   assert res.stdout.split()[0] == "648"
+
+
+def test_obs_dims_select_the_feature_coordinates():
+  env = GymnaxEnv("CartPole-v1", horizon=3, obs_dims="2,3", centers_per_dim=5)  # CLI strings
+  assert env.obs_dims == (2, 3) and env.feature_dim == 2 * 25
+  fm = features.rbf((-0.2095, -3.5), (0.2095, 3.5), 5, 0.5)
+  p = env.default_params()
+  s = env.reset(jax.random.PRNGKey(4), p)
+  phi = np.asarray(env.phi_all(s, p))
+  np.testing.assert_allclose(phi[1, 25:], np.asarray(fm(s.obs[2:])), rtol=1e-6)
+  assert (phi[1, :25] == 0).all()
+  assert GymnaxEnv("Acrobot-v1", obs_dims=(4, 5)).feature_dim == 3 * 9  # default (3, 3)
+  with pytest.raises(ValueError, match=r"obs_dims must be distinct observation indices in \[0, 3\]"):
+    GymnaxEnv("CartPole-v1", obs_dims=(1, 1))

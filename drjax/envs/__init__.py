@@ -78,7 +78,8 @@ SWEEP_SPECS = {
                         None, sampled=True),
 }
 # gymnax (lazily: the names only): the source physics of the target families may be swept too.
-_GYMNAX_ARGS = ("horizon", "features", "centers_per_dim", "width", "tiles_per_dim", "num_tilings")
+_GYMNAX_ARGS = ("horizon", "features", "centers_per_dim", "width", "tiles_per_dim", "num_tilings",
+                "obs_dims")
 _GYMNAX_TARGETS = {
     "cartpole": ("length", "gravity", "masspole", "masscart", "force_mag"),
     "acrobot": ("link_length_1", "link_length_2", "link_mass_1", "link_mass_2"),

@@ -194,6 +194,9 @@ class GymnaxEnv(Environment):
     num_torques: Pendulum-v1 only: the torque set ``linspace(-max_torque, max_torque, n)``
       (an integer >= 2).
     obs_low, obs_high: the feature box (``None``: ``OBS_BOXES[env_id]``).
+    obs_dims: the observation coordinates the features read (0-based; ``None``: all), e.g.
+      ``(2, 3)``: CartPole's pole angle and angular velocity only (``d = A prod(centers)`` over
+      those coordinates).
     reward_range: ``(lo, hi)`` of gymnax's reward for ids without a built-in map.
   """
 
@@ -210,6 +213,7 @@ class GymnaxEnv(Environment):
   num_torques: int = 5
   obs_low: tuple | None = None
   obs_high: tuple | None = None
+  obs_dims: tuple | None = None
   reward_range: tuple | None = None
 
   def __post_init__(self):
@@ -223,7 +227,7 @@ class GymnaxEnv(Environment):
         set_("width", float(self.width))
       except ValueError:
         raise ValueError(f"width must be a number > 0, got {self.width!r}") from None
-    for k in ("centers_per_dim", "tiles_per_dim"):
+    for k in ("centers_per_dim", "tiles_per_dim", "obs_dims"):
       v = getattr(self, k)
       if isinstance(v, str):
         try:
@@ -231,7 +235,10 @@ class GymnaxEnv(Environment):
         except ValueError:
           raise ValueError(f"{k} must be an integer or integers separated by commas, got "
                            f"{v!r}") from None
-    for k in ("centers_per_dim", "tiles_per_dim", "obs_low", "obs_high", "reward_range"):
+    if isinstance(self.obs_dims, int) and not isinstance(self.obs_dims, bool):
+      set_("obs_dims", (self.obs_dims,))
+    for k in ("centers_per_dim", "tiles_per_dim", "obs_low", "obs_high", "reward_range",
+              "obs_dims"):
       if isinstance(getattr(self, k), (list, np.ndarray)):  # hashable (a static jit argument)
         set_(k, tuple(np.asarray(getattr(self, k)).tolist()))
     if self.horizon is None:
@@ -264,6 +271,13 @@ class GymnaxEnv(Environment):
                        f"observations (no default)")
     set_("obs_low", tuple(low))
     set_("obs_high", tuple(high))
+    if self.obs_dims is not None:
+      D = len(self.obs_low)
+      dims = self.obs_dims
+      if (not isinstance(dims, tuple) or not dims or len(set(dims)) != len(dims) or not all(
+          isinstance(i, int) and not isinstance(i, bool) and 0 <= i < D for i in dims)):
+        raise ValueError(f"obs_dims must be distinct observation indices in [0, {D - 1}], got "
+                         f"{self.obs_dims!r}")
     fm = self.features
     if isinstance(fm, str):
       _checks.choice("features", fm, features_lib.KINDS)
@@ -273,8 +287,8 @@ class GymnaxEnv(Environment):
     fmap = self.feature_map  # builds (and checks) the map
     if not isinstance(fmap, features_lib.FeatureMap):
       rng = np.random.default_rng(0)  # fixed sample points of the box, not a random stream
-      samples = rng.uniform(np.asarray(self.obs_low), np.asarray(self.obs_high),
-                            (64, len(self.obs_low)))
+      lo, hi = self._box
+      samples = rng.uniform(np.asarray(lo), np.asarray(hi), (64, len(lo)))
       features_lib.check_feature_map(fmap, samples.astype(np.float32), self.num_actions)
 
   # ---------------------------------------------------------------- structure
@@ -292,21 +306,40 @@ class GymnaxEnv(Environment):
     """The state feature map ``obs [D] -> [m]``."""
     fm = self.features
     if fm == "rbf":
-      c = self.centers_per_dim if self.centers_per_dim is not None else DEFAULT_CENTERS.get(
-          self.env_id, 3)
-      return features_lib.rbf(self.obs_low, self.obs_high, c, self.width)
+      c = self.centers_per_dim if self.centers_per_dim is not None else self._default(
+          DEFAULT_CENTERS)
+      return features_lib.rbf(*self._box, c, self.width)
     if fm == "tiles":
-      t = self.tiles_per_dim if self.tiles_per_dim is not None else DEFAULT_TILES.get(
-          self.env_id, 3)
-      return features_lib.tile_coding(self.obs_low, self.obs_high, t, self.num_tilings)
+      t = self.tiles_per_dim if self.tiles_per_dim is not None else self._default(DEFAULT_TILES)
+      return features_lib.tile_coding(*self._box, t, self.num_tilings)
     return fm
+
+  def _default(self, table: dict):
+    """The environment's default sizes, restricted to ``obs_dims``."""
+    n = table.get(self.env_id, 3)
+    if isinstance(n, tuple) and self.obs_dims is not None:
+      n = tuple(n[i] for i in self.obs_dims)
+    return n
+
+  @property
+  def _box(self) -> tuple:
+    """``(low, high)`` of the coordinates the features read (``obs_dims``)."""
+    if self.obs_dims is None:
+      return self.obs_low, self.obs_high
+    return (tuple(self.obs_low[i] for i in self.obs_dims),
+            tuple(self.obs_high[i] for i in self.obs_dims))
+
+  def feature_input(self, obs) -> Array:
+    """The observation coordinates the features read (``obs_dims``; all by default)."""
+    obs = jnp.asarray(obs)
+    return obs if self.obs_dims is None else obs[np.asarray(self.obs_dims)]
 
   @functools.cached_property
   def num_state_features(self) -> int:
     fm = self.feature_map
     if isinstance(fm, features_lib.FeatureMap):
       return fm.num_features
-    out = jax.eval_shape(fm, jax.ShapeDtypeStruct((len(self.obs_low),), jnp.float32))
+    out = jax.eval_shape(fm, jax.ShapeDtypeStruct((len(self._box[0]),), jnp.float32))
     if len(out.shape) != 1:
       raise ValueError(f"features: a user map must return the state features [m] of one "
                        f"observation, got shape {out.shape}")
@@ -476,7 +509,8 @@ class GymnaxEnv(Environment):
     """``[A, d]`` the features of every action (per action block); all zero in the fail state."""
     _checks.instance("state", state, GymnaxState, "a GymnaxState (env.reset / env.step)")
     del params
-    phi = features_lib.action_blocks(self.feature_map(state.obs), self.num_actions)
+    phi = features_lib.action_blocks(self.feature_map(self.feature_input(state.obs)),
+                                     self.num_actions)
     return jnp.where(state.fail, jnp.zeros_like(phi), phi)
 
   def is_fail(self, state: GymnaxState, params: GymnaxParams) -> Array:
