@@ -93,9 +93,11 @@ def chunk(K: int, H: int, d: int, dtype: str, runs: int = 4) -> dict:
   env = make_env(cfg)
   lay = layout(cfg, env)
   grids = {"dr-lsvi-ucb": _grid(cfg, env, "dr-lsvi-ucb")}
-  mesh = running._mesh(None)  # pylint: disable=protected-access
-  progs = running._compile(cfg, env, lay, grids, list(range(len(lay.chunks))), mesh,  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  mesh = running._mesh(None)
+  progs = running._compile(cfg, env, lay, grids, list(range(len(lay.chunks))), mesh,
                            {"compile_s": {}}, True)
+  # pylint: enable=protected-access
   compiled, C = progs[0][0], progs[0][1]
   return {"K": K, "H": H, "d": d, "chunk_runs": C,
           "chunk_MB_per_run": round(_footprint(compiled) / C / 2**20, 3),

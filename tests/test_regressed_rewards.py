@@ -265,3 +265,21 @@ def test_reward_option_errors():
       assert "reward" in registry.get(name).options
       assert registry.reward_source(name) == registry.BUILTIN_REWARDS[name]
   assert offline.pevi(H, D, A, reward="theta") is not offline.pevi(H, D, A)
+
+
+@pytest.mark.parametrize("name", ["dr-lsvi-ucb", "lsvi-ucb"])
+def test_regressed_online_agents_same_in_both_state_forms(name):
+  """The sufficient-statistics form keeps ``sum phi r`` too: the regressed agents learn the same
+  Q-function in both forms on the same random numbers."""
+  from drjax.train import make_train  # pylint: disable=g-import-not-at-top
+  env = RandomLinearMDP()
+  params = env.sample_params(jax.random.PRNGKey(8))
+  agent = registry.make(name, env, capacity=12, reward="regressed")
+  hp = registry.make_hparams(name, env, beta=BETA, lam=LAM,
+                             **({"rho": 0.2} if name == "dr-lsvi-ucb" else {}))
+  key = jax.random.PRNGKey(9)
+  out = {form: make_train(env, agent, 12, form=form)(key, hp, params) for form in ("stats",
+                                                                                   "buffer")}
+  np.testing.assert_array_equal(np.asarray(out["stats"].actions), np.asarray(out["buffer"].actions))
+  np.testing.assert_allclose(np.asarray(out["stats"].final_qf.w),
+                             np.asarray(out["buffer"].final_qf.w), rtol=1e-9, atol=1e-10)
