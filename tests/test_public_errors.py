@@ -375,6 +375,9 @@ spec("registry.make_hparams", registry.make_hparams, dict(name="dr-lsvi-ucb", en
      dict(name=[("cql", ValueError, "agent")], env=[(None, TypeError), ((3, 4), ValueError)],
           rho=NUM(-0.1, 2.0, shape_ok=True), lam=NUM(0.0, shape_ok=True),
           reg_weight=[(0.1, ValueError)]))
+spec("registry.reward_source", registry.reward_source, dict(name="drpvi"),
+     dict(name=[("cql", ValueError, "agent"), (3, TypeError)],
+          reward=[("learned", ValueError, "reward")], bogus=[(1, ValueError, "option")]))
 spec("registry.register", registry.register, dict(spec=registry.get("drpvi")),
      dict(spec=OBJ(registry.get("drpvi").describe())))
 spec("stats_atoms", lsvi.stats_atoms, dict(model=MODEL, horizon=H, num_states=S),

@@ -292,8 +292,15 @@ BUILTIN_REWARDS = {"dr-lsvi-ucb": "theta", "lsvi-ucb": "regressed", "pevi": "reg
 def reward_source(name: str, **options) -> str | None:
   """The reward source agent ``name`` uses with ``options``: its ``reward`` option when given,
   else its default (``BUILTIN_REWARDS``; ``None`` for an agent that declares none, a plugin's)."""
-  get(name)
-  return options.get("reward") or BUILTIN_REWARDS.get(name)
+  spec = get(name)
+  bad = sorted(set(options) - set(spec.options) - {"capacity"})
+  if bad:
+    raise ValueError(f"agent {name!r} has no option {', '.join(map(repr, bad))} (options: "
+                     f"{', '.join(sorted(spec.options)) or 'none'})")
+  reward = options.get("reward")
+  if reward is not None and reward not in ("theta", "regressed"):
+    raise ValueError(f"reward must be 'theta' or 'regressed', got {reward!r}")
+  return reward or BUILTIN_REWARDS.get(name)
 
 
 def _register_builtins() -> None:
