@@ -30,6 +30,7 @@ from drjax.envs.random_mdp import (
     RandomLinearMDP,
     RandomMDPParams,
     RandomMDPState,
+    closed_form_robust_values,
     random_linear_drmdp,
 )
 
@@ -74,8 +75,9 @@ SWEEP_SPECS = {
     "linear-mdp": SweepSpec((), ("delta", "p", "xi_norm"), "q"),
     "put-option": SweepSpec(("num_anchors", "horizon", "variant"),
                             ("p_u", "init_low", "init_high"), "p_u"),
-    "random": SweepSpec(("num_states", "num_actions", "feature_dim", "horizon"), ("instance",),
-                        None, sampled=True),
+    "random": SweepSpec(("num_states", "num_actions", "feature_dim", "horizon", "features",
+                         "sparsity", "feature_concentration", "factor_concentration",
+                         "factor_support", "structure"), ("instance",), None, sampled=True),
 }
 # gymnax (lazily: the names only): the source physics of the target families may be swept too.
 _GYMNAX_ARGS = ("horizon", "features", "centers_per_dim", "width", "tiles_per_dim", "num_tilings",
@@ -152,6 +154,7 @@ __all__ = [
     "SWEEP_SPECS",
     "SweepSpec",
     "action_vectors",
+    "closed_form_robust_values",
     "fixed_initial_price",
     "make",
     "names",
