@@ -82,15 +82,18 @@ STRUCTURES = ("random", "aliased")
 
 def _choose(key: chex.PRNGKey, shape: tuple, n: int, k: int) -> Array:
   """``shape + (k,)`` int32 indices: for every leading index, ``k`` distinct values of ``range(n)``
-  chosen uniformly at random (the first ``k`` of a uniformly random permutation)."""
+  chosen uniformly at random (the positions of the ``k`` largest of ``n`` i.i.d. uniforms)."""
   u = jax.random.uniform(key, shape + (n,))
-  return jnp.argsort(u, axis=-1)[..., :k].astype(jnp.int32)
+  return jax.lax.top_k(u, k)[1].astype(jnp.int32)
 
 
 def _scatter(weights: Array, idx: Array, n: int) -> Array:
   """``weights [..., k]`` placed at the distinct indices ``idx [..., k]`` of a zero ``[..., n]``
-  (exact: every entry is one weight plus zeros)."""
-  return jnp.sum(weights[..., None] * jax.nn.one_hot(idx, n, dtype=weights.dtype), axis=-2)
+  (a scatter: every entry is one weight or zero)."""
+  lead, k = weights.shape[:-1], weights.shape[-1]
+  rows = int(np.prod(lead))
+  out = jnp.zeros((rows, n), weights.dtype).at[jnp.arange(rows)[:, None], idx.reshape(rows, k)]
+  return out.set(weights.reshape(rows, k)).reshape(lead + (n,))
 
 
 @dataclasses.dataclass(frozen=True)
