@@ -61,11 +61,14 @@ class Grid:
 GRIDS = {
     "smoke": Grid(dims=(4, 8), families=("dense", "one-hot"), episodes=32, record_at=(8, 32),
                   instances=3, seeds=2, num_states=8, num_actions=2, horizon=2, bootstrap=50),
-    "default": Grid(dims=(4, 8, 16, 32, 64, 128), families=("dense", "sparse", "one-hot"),
-                    episodes=2000, record_at=(125, 250, 500, 1000, 2000), instances=8, seeds=4),
+    # About 12 minutes on amd-epyc-2c (2 shared CPU cores) from a cold compilation cache.
+    "default": Grid(dims=(4, 8, 16, 32, 64), families=("dense", "sparse", "one-hot"),
+                    episodes=1000, record_at=(125, 250, 500, 1000), instances=8, seeds=3,
+                    num_states=32),
+    # A GPU job (benchmarks/gpu/dimension.sh): 3 families x 7 d x 1,024 runs x K = 10^4.
     "full": Grid(dims=(4, 8, 16, 32, 64, 128, 256), families=("dense", "sparse", "one-hot"),
                  episodes=10000, record_at=(100, 300, 1000, 3000, 10000), instances=64,
-                 seeds=16),
+                 seeds=16, num_states=64),
 }
 SPARSITY = 4  # nonzero feature coordinates of the sparse family (at most d - 1)
 QUANTITIES = ("ratio", "width_rect", "width_ellip", "ave_subopt", "switches", "dual_calls")

@@ -138,7 +138,8 @@ class SweepConfig:
     env: ``"linear-mdp"``, ``"put-option"`` or ``"random"``.
     env_args: static constructor arguments of the environment (put option: ``num_anchors``,
       ``horizon``, ``variant``; random: ``num_states``, ``num_actions``, ``feature_dim``,
-      ``horizon``).
+      ``horizon`` and the generator's knobs ``features``, ``sparsity``, ``feature_concentration``,
+      ``factor_concentration``, ``factor_support``, ``structure``).
     agents: registered agent names (``drjax.agents.registry.names()``); default:
       ``DEFAULT_AGENTS`` (DR-LSVI-UCB and LSVI-UCB). Offline agents (PEVI, DRPVI, VA-DRPVI) fit each run's policy to a dataset collected
       in the source domain under ``behavior``.
