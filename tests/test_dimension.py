@@ -24,7 +24,8 @@ def _synthetic(exp_rect, exp_ellip, dims=(4, 8, 16, 32, 64), ks=(100, 400), inst
       key, sub = jax.random.split(key)
       noise = np.exp(0.05 * np.asarray(jax.random.normal(sub, (seeds, 2))))
       for s in range(seeds):
-        row = {"family": "dense", "agent": "dr-lsvi-ucb", "d": d, "instance": i, "seed": s}
+        row = {"family": "dense", "agent": "dr-lsvi-ucb", "d": d, "instance": i, "seed": s,
+               "horizon": 3, "lam": 1.0}
         for k in ks:
           row[f"width_rect@{k}"] = 2.0 * d ** exp_rect * k ** 0.5 * noise[s, 0]
           row[f"width_ellip@{k}"] = 3.0 * d ** exp_ellip * k ** 0.5 * noise[s, 1]
@@ -55,6 +56,10 @@ def test_fits_recover_known_exponents():
           and c["quantity"] == "width_rect"][0]
   assert math.isclose(cell["mean"], per_inst.mean(), rel_tol=1e-12)
   assert math.isclose(cell["stderr"], per_inst.std(ddof=1) / math.sqrt(6), rel_tol=1e-12)
+  norm = [c for c in fits["cells"] if c["d"] == 8 and c["k"] == 100
+          and c["quantity"] == "rect_over_bound"][0]
+  bound = 3 * math.sqrt(2 * 8 * 100 * math.log(1 + 100 / 8))
+  assert math.isclose(norm["mean"], per_inst.mean() / bound, rel_tol=1e-9)
 
 
 def test_theory_beta_and_potential_bound_by_hand():

@@ -71,7 +71,8 @@ GRIDS = {
                  seeds=16, num_states=64),
 }
 SPARSITY = 4  # nonzero feature coordinates of the sparse family (at most d - 1)
-QUANTITIES = ("ratio", "width_rect", "width_ellip", "ave_subopt", "switches", "dual_calls")
+QUANTITIES = ("ratio", "width_rect", "width_ellip", "rect_over_bound", "ellip_over_bound",
+              "ave_subopt", "switches", "dual_calls")
 THEORY = "dr-lsvi-ucb (theory beta)"
 
 
@@ -146,6 +147,7 @@ def collect(grid: Grid, *, out: str | None = None, log=None):
           df["agent"] = THEORY
         df.insert(0, "family", family)
         df.insert(1, "d", d)
+        df.insert(2, "horizon", grid.horizon)
         frames.append(df)
         log(f"[drjax]   {family} d={d}{suffix}: {len(df)} runs of {', '.join(agent_names)} "
             f"({time.perf_counter() - t0:.1f} s)")
@@ -164,6 +166,11 @@ def _slope(x, y) -> float:
 
 
 def _values(df, quantity: str, k: int) -> np.ndarray:
+  if quantity in ("rect_over_bound", "ellip_over_bound"):  # each sum / H sqrt(2dK log(1+K/d))
+    width = df[f"width_{quantity.split('_')[0]}@{k}"].to_numpy(np.float64)
+    bound = np.array([potential_bound(int(d), k, int(h), lam) for d, h, lam in
+                      zip(df["d"], df["horizon"], df["lam"])])
+    return width / bound
   if quantity == "ratio":
     return (df[f"width_rect@{k}"] / df[f"width_ellip@{k}"]).to_numpy(np.float64)
   return df[f"{quantity}@{k}"].to_numpy(np.float64)
@@ -208,7 +215,8 @@ def analyze(df, grid: Grid) -> dict:
                         "quantity": q, "mean": float(c.mean()),
                         "stderr": float(c.std(ddof=1) / math.sqrt(len(c))) if len(c) > 1 else 0.0,
                         "instances": int(len(c))})
-        if q in ("ratio", "width_rect", "width_ellip", "ave_subopt"):
+        if q in ("ratio", "width_rect", "width_ellip", "rect_over_bound", "ellip_over_bound",
+                 "ave_subopt"):
           key, sub = jax.random.split(key)
           d_fits.append({"family": family, "agent": agent, "k": int(k), "quantity": q,
                          **_fit(per_d, dims, sub, grid.bootstrap)})
