@@ -48,6 +48,7 @@ def test_fits_recover_known_exponents():
   byk = {(e["quantity"], e["d"]): e for e in fits["k_exponents"]}
   assert abs(byk[("ave_subopt", 16)]["slope"] + 0.5) < 0.03
   assert abs(byk[("switches", 16)]["slope"] - 1.0) < 1e-9
+  assert math.isclose(byk[("switches", 16)]["per_doubling"], (400 - 100) / 2)  # log2 400/100 = 2
   # a cell's mean and standard error over instances (seeds averaged first)
   df = _synthetic(0.8, 0.3)
   g = df[(df.d == 8)]

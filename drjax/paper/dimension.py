@@ -61,10 +61,11 @@ class Grid:
 GRIDS = {
     "smoke": Grid(dims=(4, 8), families=("dense", "one-hot"), episodes=32, record_at=(8, 32),
                   instances=3, seeds=2, num_states=8, num_actions=2, horizon=2, bootstrap=50),
-    # About 12 minutes on amd-epyc-2c (2 shared CPU cores) from a cold compilation cache.
-    "default": Grid(dims=(4, 8, 16, 32, 64), families=("dense", "sparse", "one-hot"),
-                    episodes=1000, record_at=(125, 250, 500, 1000), instances=8, seeds=3,
-                    num_states=32),
+    # Minutes on amd-epyc-2c (2 shared CPU cores) from a cold compilation cache (docs/findings/
+    # dimension.md has the measured time). One-hot features at d = 128 need (S - 1) A >= d - 1.
+    "default": Grid(dims=(4, 8, 16, 32, 64, 128), families=("dense", "sparse", "one-hot"),
+                    episodes=2000, record_at=(125, 250, 500, 1000, 2000), instances=10, seeds=3,
+                    num_states=33),
     # A GPU job (benchmarks/gpu/dimension.sh): 3 families x 7 d x 1,024 runs x K = 10^4.
     "full": Grid(dims=(4, 8, 16, 32, 64, 128, 256), families=("dense", "sparse", "one-hot"),
                  episodes=10000, record_at=(100, 300, 1000, 3000, 10000), instances=64,
@@ -130,7 +131,7 @@ def collect(grid: Grid, *, out: str | None = None, log=None):
   names = agents()
   for family in available_families(grid.families):
     for d in grid.dims:
-      if family == "one-hot" and grid.num_states * grid.num_actions < d - 1:
+      if family == "one-hot" and (grid.num_states - 1) * grid.num_actions < d - 1:
         continue  # cannot cover d - 1 coordinates with one-hot (s, a) features
       jobs = [("", names, grid.beta)]
       if grid.theory_beta and family == "dense":
@@ -225,8 +226,12 @@ def analyze(df, grid: Grid) -> dict:
           gd = g[g.d == d]
           per_k = [_instance_means(gd, q, k) for k in grid.record_at]
           key, sub = jax.random.split(key)
-          k_fits.append({"family": family, "agent": agent, "d": int(d), "quantity": q,
-                         **_fit(per_k, grid.record_at, sub, grid.bootstrap)})
+          fit = _fit(per_k, grid.record_at, sub, grid.bootstrap)
+          # growth per doubling of K (least squares of the mean against log2 K): a constant for
+          # counts that grow like log K, doubling itself for counts linear in K
+          fit["per_doubling"] = float(np.polyfit(np.log2(grid.record_at),
+                                                 [c.mean() for c in per_k], 1)[0])
+          k_fits.append({"family": family, "agent": agent, "d": int(d), "quantity": q, **fit})
   return {"cells": cells, "d_exponents": d_fits, "k_exponents": k_fits}
 
 
@@ -321,11 +326,13 @@ def summary_table(ps: dict) -> list:
                f"over instances; {ex['config']['runs']} runs)", ""]
   lines += md_table(["family", "agent", "quantity", "exponent in d", "95% interval"], rows)
   dmax = max(c["d"] for c in ps["cells"]["cells"])
-  rows = [[e["family"], e["agent"], e["quantity"], f"{e['slope']:.3f}",
-           f"[{e['lo']:.3f}, {e['hi']:.3f}]"]
-          for e in ex["k_exponents"] if e["d"] == dmax]
-  lines += ["", f"## dimension: exponents in K at d = {dmax}", ""]
-  lines += md_table(["family", "agent", "quantity", "exponent in K", "95% interval"], rows)
+  rows = [[e["family"], e["agent"], e["d"], e["quantity"], f"{e['slope']:.3f}",
+           f"[{e['lo']:.3f}, {e['hi']:.3f}]", f"{e.get('per_doubling', float('nan')):.2f}"]
+          for e in ex["k_exponents"] if e["d"] in (min(grid["dims"]), dmax)
+          and (e["family"] == "dense" or e["quantity"] != "dual_calls")]
+  lines += ["", f"## dimension: exponents in K at d = {min(grid['dims'])} and {dmax}", ""]
+  lines += md_table(["family", "agent", "d", "quantity", "exponent in K", "95% interval",
+                     "growth per doubling of K"], rows)
   return lines
 
 
