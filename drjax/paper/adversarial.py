@@ -403,3 +403,202 @@ def bootstrap_slope(xs, samples, key, num: int = 1000, stat=np.mean) -> dict:
   slopes = np.array([slope(xs, b) for b in boots[ok]])
   lo, hi = np.percentile(slopes, [2.5, 97.5]) if len(slopes) else (np.nan, np.nan)
   return {"slope": slope(xs, est), "lo": float(lo), "hi": float(hi)}
+
+
+_random_arrays_jit = jax.jit(random_arrays, static_argnums=(1, 2, 3, 4, 5))
+_ratio_of_arrays_jit = jax.jit(ratio_of_arrays)
+_ratio_jit = jax.jit(ratio)
+
+
+# ---------------------------------------------------------------------------------------------
+# The real agents on the instances found.
+
+
+def realized(env, params, key, *, num_episodes: int, seeds: int, rho: float = 0.1,
+             beta: float = 1.0, lam: float = 1.0, agents=("dr-lsvi-ucb", "lsvi-ucb")) -> dict:
+  """Runs each agent ``seeds`` times on one instance (``make_train`` with the study outputs).
+
+  Returns, per agent, per seed: ``ratio`` (realized ``sum width_rect / sum width_ellip`` over
+  episodes and steps), ``rect`` and ``ellip`` (the sums) and ``ave_subopt`` (``V*(rho) - mean_k
+  robust value of episode k's policy``, both exact at ``rho``; ``V*`` from
+  ``planning.robust_dp``).
+  """
+  from drjax import planning  # pylint: disable=g-import-not-at-top
+  from drjax import train as train_lib  # pylint: disable=g-import-not-at-top
+  from drjax.agents import base, registry  # pylint: disable=g-import-not-at-top
+  K = _checks.integer("num_episodes", num_episodes, 1)
+  n = _checks.integer("seeds", seeds, 1)
+  H, d = env.horizon, env.feature_dim
+  model = env.model(params)
+  rho_arr = jnp.full((H, d), rho, model.phi.dtype)
+  v_star = float(planning.initial_value(model, planning.robust_dp(model, rho_arr).v))
+  out = {"v_star": v_star}
+  keys = jax.random.split(key, n)
+  for name in agents:
+    agent = registry.make(name, env, capacity=K)
+    hp = base.make_hparams(H, d, rho=rho, beta=beta, lam=lam)  # LSVI-UCB's plan ignores rho
+    train = train_lib.make_train(env, agent, K,
+                                 outputs=("width_rect", "width_ellip", "robust_value"))
+    res = jax.jit(jax.vmap(train, in_axes=(0, None, None)))(keys, hp, params)
+    rect = np.asarray(res.width_rect, np.float64).sum(axis=(1, 2))
+    ellip = np.asarray(res.width_ellip, np.float64).sum(axis=(1, 2))
+    sub = v_star - np.asarray(res.robust_value, np.float64).mean(axis=1)
+    out[name] = {"ratio": (rect / ellip).tolist(), "rect": rect.tolist(),
+                 "ellip": ellip.tolist(), "ave_subopt": sub.tolist()}
+  return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The study.
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """One run of the study (every field is recorded in the output's ``config``)."""
+
+  dims: tuple = (4, 8, 16, 32, 64)
+  horizon: int = 3
+  num_states: int = 16
+  num_actions: int = 4
+  episodes: int = 1000  # K of the surrogate and of the real runs
+  lam: float = 1.0
+  num_nodes: int = 16
+  steps: int = 80
+  restarts: int = 4
+  learning_rate: float = 0.1
+  random_instances: int = 8  # dense random instances per d (surrogate baseline)
+  seeds: int = 4  # real runs per agent and instance
+  rho: float = 0.1
+  beta: float = 1.0
+  real_random: bool = True  # also run the agents on one dense random instance per d
+  bootstrap: int = 1000
+  seed: int = 0
+
+
+QUICK = Config(dims=(4, 8, 16), episodes=300, steps=40, restarts=3, random_instances=4,
+               seeds=2, bootstrap=200, real_random=False)
+
+
+def _provenance() -> dict:
+  from drjax import sweeps  # pylint: disable=g-import-not-at-top
+  return {**sweeps.provenance(), "cores": len(os.sched_getaffinity(0))
+          if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+          "platform": platform.platform()}
+
+
+def study(cfg: Config = Config(), log=None) -> dict:
+  """Ascent, baselines, real runs and fits for every d of ``cfg``; a JSON-ready dict."""
+  log = log or (lambda m: None)
+  t_all = time.perf_counter()
+  H, S, A, K = cfg.horizon, cfg.num_states, cfg.num_actions, cfg.episodes
+  nodes, weights = k_nodes(K, cfg.num_nodes)
+  exact_nodes, exact_weights = k_nodes(K)
+  key = jax.random.key(cfg.seed)
+  per_d = []
+  for d in cfg.dims:
+    t0 = time.perf_counter()
+    key, k_asc, k_rand, k_theta, k_real, k_hot = jax.random.split(key, 6)
+    res = ascend(k_asc, horizon=H, num_states=S, num_actions=A, feature_dim=d,
+                 num_episodes=K, lam=cfg.lam, num_nodes=cfg.num_nodes, steps=cfg.steps,
+                 restarts=cfg.restarts, learning_rate=cfg.learning_rate)
+    # Every restart's best instance, re-scored with the exact sum over k = 1..K.
+    exact = [float(_ratio_jit(jax.tree_util.tree_map(lambda x, i=i: x[i], res.best), cfg.lam,
+                         exact_nodes, exact_weights)) for i in range(cfg.restarts)]
+    best = int(np.argmax(exact))
+    z = jax.tree_util.tree_map(lambda x: x[best], res.best)
+    phi, _, _ = model_arrays(z)
+    dense = [float(_ratio_of_arrays_jit(*_random_arrays_jit(k, "dense", H, S, A, d), cfg.lam,
+                                        nodes, weights))
+             for k in jax.random.split(k_rand, cfg.random_instances)]
+    onehot = float(_ratio_of_arrays_jit(*_random_arrays_jit(k_hot, "one-hot", H, S, A, d),
+                                        cfg.lam, nodes, weights))
+    row = {"d": d, "surrogate": {
+        "adversarial_quadrature": np.asarray(res.ratios).tolist(),
+        "adversarial_exact": exact, "best_exact": exact[best],
+        "history_best_restart": np.asarray(res.history[best]).tolist(),
+        "dense_random": dense, "one_hot": onehot, "sqrt_d": math.sqrt(d),
+        "bound": math.sqrt(d * (1 + (K - 1) / cfg.lam)),
+        "best_phi_pairwise_cos_median": _median_cos(np.asarray(phi)[1:].reshape(-1, d))}}
+    log(f"[adversarial] d={d}: R adversarial {exact[best]:.3f} (restarts "
+        f"{', '.join(f'{r:.3f}' for r in exact)}), dense random {np.mean(dense):.3f}, one-hot "
+        f"{onehot:.3f}, sqrt(d) {math.sqrt(d):.3f} ({time.perf_counter() - t0:.1f} s)")
+    t1 = time.perf_counter()
+    env, params = to_params(z, k_theta)
+    real = {"adversarial": realized(env, params, k_real, num_episodes=K, seeds=cfg.seeds,
+                                    rho=cfg.rho, beta=cfg.beta, lam=cfg.lam)}
+    if cfg.real_random:
+      from drjax.envs import random_linear_drmdp  # pylint: disable=g-import-not-at-top
+      env_r, params_r = random_linear_drmdp(k_theta, S, A, d, H)
+      real["dense_random"] = realized(env_r, params_r, k_real, num_episodes=K, seeds=cfg.seeds,
+                                      rho=cfg.rho, beta=cfg.beta, lam=cfg.lam)
+    row["real"] = real
+    for inst, r in real.items():
+      log(f"[adversarial]   real runs on the {inst} instance: " + "; ".join(
+          f"{a} ratio {np.mean(r[a]['ratio']):.3f} AveSubopt {np.mean(r[a]['ave_subopt']):.4f}"
+          for a in r if a != "v_star") + f" ({time.perf_counter() - t1:.1f} s)")
+    per_d.append(row)
+  return {"config": dataclasses.asdict(cfg), "provenance": _provenance(),
+          "seconds": round(time.perf_counter() - t_all, 1), "per_d": per_d,
+          "exponents": fits(per_d, cfg)}
+
+
+def _median_cos(x) -> float:
+  """Median cosine between distinct feature vectors (near 1: nearly collinear features)."""
+  x = x / np.linalg.norm(x, axis=1, keepdims=True)
+  c = x @ x.T
+  return float(np.median(c[np.triu_indices(len(x), 1)]))
+
+
+def fits(per_d, cfg: Config) -> dict:
+  """Log-log slopes in d with 95% bootstrap intervals."""
+  key = jax.random.key(cfg.seed + 1)
+  dims_ = [r["d"] for r in per_d]
+  out = {}
+
+  def fit(name, samples, stat=np.mean):
+    nonlocal key
+    key, sub = jax.random.split(key)
+    out[name] = bootstrap_slope(dims_, samples, sub, cfg.bootstrap, stat)
+
+  fit("surrogate_adversarial_best_over_restarts",
+      [r["surrogate"]["adversarial_exact"] for r in per_d], np.max)
+  fit("surrogate_adversarial_median_over_restarts",
+      [r["surrogate"]["adversarial_exact"] for r in per_d], np.median)
+  fit("surrogate_dense_random", [r["surrogate"]["dense_random"] for r in per_d])
+  for inst in per_d[0]["real"]:
+    for agent in ("dr-lsvi-ucb", "lsvi-ucb"):
+      for q in ("ratio", "rect", "ave_subopt"):
+        fit(f"real_{inst}_{agent}_{q}", [r["real"][inst][agent][q] for r in per_d])
+  return out
+
+
+def main(argv=None) -> int:
+  """``python -m drjax.paper.adversarial --out DIR [--quick]``."""
+  p = argparse.ArgumentParser(prog="python -m drjax.paper.adversarial", description=__doc__
+                              .split("\n\n")[0])
+  p.add_argument("--out", required=True, help="directory for adversarial.json")
+  p.add_argument("--quick", action="store_true", help="d = 4, 8, 16, K = 300 (about 2 minutes)")
+  p.add_argument("--dims", type=str, default=None, help="comma-separated d values")
+  p.add_argument("--episodes", type=int, default=None, help="K")
+  args = p.parse_args(argv)
+  cfg = QUICK if args.quick else Config()
+  if args.dims:
+    dims_ = tuple(int(x) for x in args.dims.split(","))
+    for x in dims_:
+      _checks.integer("--dims", x, 2)
+    cfg = dataclasses.replace(cfg, dims=dims_)
+  if args.episodes is not None:
+    cfg = dataclasses.replace(cfg, episodes=_checks.integer("--episodes", args.episodes, 1))
+  os.makedirs(args.out, exist_ok=True)
+  res = study(cfg, log=lambda m: print(m, flush=True))
+  path = os.path.join(args.out, "adversarial.json")
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(res, f, indent=1)
+  for name, e in res["exponents"].items():
+    print(f"[adversarial] exponent in d, {name}: {e['slope']:.3f} [{e['lo']:.3f}, {e['hi']:.3f}]")
+  print(f"[adversarial] wrote {path} ({res['seconds']} s)")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
