@@ -17,16 +17,16 @@ Euler-Maclaurin end corrections: ``k_nodes``) they give ``rect_sum`` and ``ellip
 
 **Bounds on R.** ``R >= 1`` always: with ``Lambda^-1 = B^T B`` and ``b_i`` the columns of ``B``,
 ``sqrt(phi^T Lambda^-1 phi) = |sum_i phi_i b_i| <= sum_i phi_i |b_i| = sum_i phi_i
-sqrt([Lambda^-1]_ii)`` (``phi >= 0``). ``R <= sqrt(d)`` holds when every ``Lambda`` is diagonal
-(features with disjoint supports, one-hot ones included: Cauchy-Schwarz per feature), but **not in
-general**: the d-rectangular width reads only the diagonal of ``Lambda^-1``, which stays of order
-``1/lam`` in directions the features never separate, while the elliptical width shrinks along the
-directions they do visit. Two features ``(1/2 + e, 1/2 - e)``, ``(1/2 - e, 1/2 + e)`` visited
-equally give ``R -> sqrt(K / (2 lam))``-like growth for small ``e`` (``tests/test_adversarial.py``
-has the closed form). The general bound is ``R <= sqrt(d (1 + (K - 1) |M|_2 / lam))`` per
-feature (``rect <= sqrt(max_i Lambda^-1_ii) <= 1/sqrt(lam)`` and ``ellip >= |phi|_2 /
-sqrt(lam + (k - 1) |M_h|_2)`` with ``|phi|_2 >= 1/sqrt(d)``), i.e. ``R <= sqrt(d (1 + (K - 1) /
-lam))``.
+sqrt([Lambda^-1]_ii)`` (``phi >= 0``); one-hot features give ``R = 1``. ``R <= sqrt(d)`` (the
+Cauchy-Schwarz bound) holds per feature when ``Lambda`` is diagonal, i.e. for one-hot features
+only, and **not in general**: the d-rectangular width reads only the diagonal of
+``Lambda^-1``, which stays of order ``1/lam`` along coordinates the visited features never
+separate, while the elliptical width shrinks like ``1/sqrt(k)`` along the directions they visit.
+One feature uniform on 4 coordinates, visited every episode, keeps a d-rectangular width
+``-> sqrt(3/(4 lam))`` (Sherman-Morrison); two nearly collinear features do the same
+(``tests/test_adversarial.py`` checks both closed forms). The general bound is
+``R <= sqrt(d (1 + (K - 1) / lam))`` (per feature ``rect <= 1/sqrt(lam)``, ``ellip >= |phi|_2 /
+sqrt(lam + (k - 1))``, ``|phi|_2 >= 1/sqrt(d)``): R can grow like ``sqrt(K)``.
 
 **What is differentiable.** The surrogate is a smooth function of the model (softmax logits of
 ``phi``, ``mu`` and ``init_dist``): the occupancy recursion is polynomial in them, the widths go
