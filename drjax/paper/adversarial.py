@@ -431,8 +431,11 @@ def realized(env, params, key, *, num_episodes: int, seeds: int, rho: float = 0.
   H, d = env.horizon, env.feature_dim
   model = env.model(params)
   rho_arr = jnp.full((H, d), rho, model.phi.dtype)
-  v_star = float(planning.initial_value(model, planning.robust_dp(model, rho_arr).v))
-  out = {"v_star": v_star}
+  plan = planning.robust_dp(model, rho_arr)
+  v_star = float(planning.initial_value(model, plan.v))
+  q = np.asarray(plan.q, np.float64)[:, 1:]  # non-fail states
+  # How much the action matters: the mean over steps and non-fail states of max_a Q* - min_a Q*.
+  out = {"v_star": v_star, "action_gap": float(np.mean(q.max(-1) - q.min(-1)))}
   keys = jax.random.split(key, n)
   for name in agents:
     agent = registry.make(name, env, capacity=K)
@@ -518,7 +521,9 @@ def study(cfg: Config = Config(), log=None) -> dict:
         "history_best_restart": np.asarray(res.history[best]).tolist(),
         "dense_random": dense, "one_hot": onehot, "sqrt_d": math.sqrt(d),
         "bound": math.sqrt(d * (1 + (K - 1) / cfg.lam)),
-        "best_phi_pairwise_cos_median": _median_cos(np.asarray(phi)[1:].reshape(-1, d))}}
+        "best_phi_pairwise_cos_median": _median_cos(np.asarray(phi)[1:].reshape(-1, d)),
+        "best_logits": {f: np.asarray(x, np.float64).round(6).tolist()
+                        for f, x in z._asdict().items()}}}
     log(f"[adversarial] d={d}: R adversarial {exact[best]:.3f} (restarts "
         f"{', '.join(f'{r:.3f}' for r in exact)}), dense random {np.mean(dense):.3f}, one-hot "
         f"{onehot:.3f}, sqrt(d) {math.sqrt(d):.3f} ({time.perf_counter() - t0:.1f} s)")
@@ -533,9 +538,11 @@ def study(cfg: Config = Config(), log=None) -> dict:
                                       rho=cfg.rho, beta=cfg.beta, lam=cfg.lam)
     row["real"] = real
     for inst, r in real.items():
-      log(f"[adversarial]   real runs on the {inst} instance: " + "; ".join(
+      log(f"[adversarial]   {inst} instance (V* {r['v_star']:.4f}, action gap "
+          f"{r['action_gap']:.4f}): " + "; ".join(
           f"{a} ratio {np.mean(r[a]['ratio']):.3f} AveSubopt {np.mean(r[a]['ave_subopt']):.4f}"
-          for a in r if a != "v_star") + f" ({time.perf_counter() - t1:.1f} s)")
+          for a in r if isinstance(r[a], dict)))
+    log(f"[adversarial]   real runs: {time.perf_counter() - t1:.1f} s")
     per_d.append(row)
   return {"config": dataclasses.asdict(cfg), "provenance": _provenance(),
           "seconds": round(time.perf_counter() - t_all, 1), "per_d": per_d,
