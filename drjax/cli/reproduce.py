@@ -77,8 +77,9 @@ def _add_reproduce_parser(sub) -> None:
   _add_run_flags(p, seeds_help="seeds per setting (default: the paper's numbers, 20 for the "
                                "linear MDP and 10 for the put option)")
   p.add_argument("--grid", default="default", choices=DIMENSION_GRIDS,
-                 help="dimension study: default (d 4-128, K 2000, minutes on 2 CPU cores), full "
-                      "(d 4-256, K 10^4, more instances: a GPU job) or smoke (default: default)")
+                 help="dimension study: default (d 4-128, K 2000; 15 minutes on 2 loaded CPU "
+                      "cores), quick (d 4-64, K 1000; 4 minutes), full (d 4-256, K 10^4, more "
+                      "instances: a GPU job) or smoke (default: default)")
   p.set_defaults(func=_cmd_reproduce, parser=p)
 
 

@@ -11,7 +11,7 @@ FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity", "drpvi", "r2pvi", "r
 # (minutes: drjax.paper.dimension)
 LONG_FIGURES = ("r2pvi-time", "dimension")
 ALL_FIGURES = tuple(f for f in FIGURES if f not in LONG_FIGURES)
-DIMENSION_GRIDS = ("smoke", "default", "full")  # keys of drjax.paper.dimension.GRIDS
+DIMENSION_GRIDS = ("smoke", "quick", "default", "full")  # keys of drjax.paper.dimension.GRIDS
 PRESET_NAMES = ("paper", "notebook")  # keys of drjax.paper.programs.PRESETS
 
 

@@ -18,7 +18,7 @@ K/d))`` by the elliptical potential lemma). This study measures it on random lin
   95% bootstrap intervals that resample instances (each with all its seeds) within each cell,
   drawn with ``jax.random`` keys.
 
-Grids: ``default`` (runs in minutes on two CPU cores), ``full`` (d up to 256, K = 10^4, more
+Grids: ``default`` (15 minutes on two loaded CPU cores), ``quick`` (4 minutes), ``full`` (d up to 256, K = 10^4, more
 instances: a GPU job, ``benchmarks/gpu/dimension.sh``) and ``smoke`` (the tests').
 """
 
@@ -61,8 +61,12 @@ class Grid:
 GRIDS = {
     "smoke": Grid(dims=(4, 8), families=("dense", "one-hot"), episodes=32, record_at=(8, 32),
                   instances=3, seeds=2, num_states=8, num_actions=2, horizon=2, bootstrap=50),
-    # Minutes on amd-epyc-2c (2 shared CPU cores) from a cold compilation cache (docs/findings/
-    # dimension.md has the measured time). One-hot features at d = 128 need (S - 1) A >= d - 1.
+    # 4.2 minutes cold on amd-epyc-2c under a load average of 4-5 from other jobs.
+    "quick": Grid(dims=(4, 8, 16, 32, 64), families=("dense", "sparse", "one-hot"),
+                  episodes=1000, record_at=(125, 250, 500, 1000), instances=8, seeds=3,
+                  num_states=33),
+    # 15.3 minutes cold on amd-epyc-2c (2 CPU cores) under a load average of 4-5 from other
+    # jobs (docs/findings/dimension.md). One-hot features at d = 128 need (S - 1) A >= d - 1.
     "default": Grid(dims=(4, 8, 16, 32, 64, 128), families=("dense", "sparse", "one-hot"),
                     episodes=2000, record_at=(125, 250, 500, 1000, 2000), instances=10, seeds=3,
                     num_states=33),
