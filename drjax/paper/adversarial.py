@@ -15,31 +15,21 @@ phi)]`` (elliptical), expectations over ``(s, a) ~ d_h pi_h``. Summed over ``h``
 Euler-Maclaurin end corrections: ``k_nodes``) they give ``rect_sum`` and ``ellip_sum``, and
 ``R = rect_sum / ellip_sum``.
 
-**Bounds on R.** ``R >= 1`` always: with ``Lambda^-1 = B^T B`` and ``b_i`` the columns of ``B``,
-``sqrt(phi^T Lambda^-1 phi) = |sum_i phi_i b_i| <= sum_i phi_i |b_i| = sum_i phi_i
-sqrt([Lambda^-1]_ii)`` (``phi >= 0``); one-hot features give ``R = 1``. ``R <= sqrt(d)`` (the
-Cauchy-Schwarz bound) holds per feature when ``Lambda`` is diagonal, i.e. for one-hot features
-only, and **not in general**: the d-rectangular width reads only the diagonal of
-``Lambda^-1``, which stays of order ``1/lam`` along coordinates the visited features never
-separate, while the elliptical width shrinks like ``1/sqrt(k)`` along the directions they visit.
-One feature uniform on 4 coordinates, visited every episode, keeps a d-rectangular width
-``-> sqrt(3/(4 lam))`` (Sherman-Morrison); two nearly collinear features do the same
-(``tests/test_adversarial.py`` checks both closed forms). The general bound is
-``R <= sqrt(d (1 + (K - 1) / lam))`` (per feature ``rect <= 1/sqrt(lam)``, ``ellip >= |phi|_2 /
-sqrt(lam + (k - 1))``, ``|phi|_2 >= 1/sqrt(d)``): R can grow like ``sqrt(K)``.
+**Bounds on R.** ``R >= 1`` (``|sum_i phi_i b_i| <= sum_i phi_i |b_i|`` for ``Lambda^-1 = B^T
+B``, ``phi >= 0``); one-hot features give ``R = 1``. ``R <= sqrt(d)`` (Cauchy-Schwarz) needs a
+diagonal ``Lambda`` (one-hot features) and fails in general: ``[Lambda^-1]_ii`` stays of order
+``1/lam`` along coordinates the features never separate while the elliptical width shrinks like
+``1/sqrt(k)``; one repeated feature uniform on 4 coordinates keeps a d-rectangular width
+``sqrt(3/(4 lam))`` (closed forms in ``tests/test_adversarial.py``). In general ``R <= sqrt(d (1
++ (K - 1) / lam))``: R can grow like ``sqrt(K)``.
 
-**What is differentiable.** The surrogate is a smooth function of the model (softmax logits of
-``phi``, ``mu`` and ``init_dist``): the occupancy recursion is polynomial in them, the widths go
-through Cholesky factors of ``Lambda`` (positive definite for ``lam > 0``) and square roots of
-positive numbers. What is *not* differentiated, and why: (1) the learned policy: DR-LSVI-UCB's
-actions are a greedy argmax of a Q estimate, piecewise constant in the model, so its gradient is
-zero almost everywhere and undefined at ties; hence the exploration policy is fixed. (2) The exact
-TV dual ``max_alpha {E_mu[V]_alpha - rho (alpha - min V)}`` is a max over breakpoints: piecewise
-linear in ``V`` and ``mu``, differentiable only away from ties of the maximising breakpoint; the
-surrogate does not need it (widths do not depend on rewards, values or rho). (3) The surrogate is
-the *expected* widths of a fixed-policy run, not the realized widths of a learning run (random
-states, adaptively chosen actions); the real runs (``realized``) check whether what it finds
-carries over.
+**What is differentiable.** R, in every logit: the occupancy recursion is polynomial, the widths
+go through Cholesky factors of ``Lambda`` (positive definite for ``lam > 0``) and square roots of
+positive numbers. Not differentiated, and why: the learned policy (a greedy argmax of a Q
+estimate: piecewise constant in the model, so the exploration policy is fixed); the exact TV
+dual (a max over breakpoints, differentiable only away from ties; widths do not involve it); and
+realized widths (random states, adaptive actions): the surrogate is the expected widths of a
+fixed-policy run, and ``realized`` checks the found instances with the real agents.
 
 Entry point: ``python -m drjax.paper.adversarial --out DIR [--quick]`` writes ``adversarial.json``
 (configuration, provenance, the ascent per d, the random baselines, the fitted exponents and the
@@ -373,10 +363,6 @@ def random_arrays(key, family: str, horizon: int, num_states: int, num_actions: 
   init = jnp.concatenate([jnp.zeros((1,), dtype),
                           jax.random.dirichlet(k_init, jnp.ones(S - 1, dtype), (), dtype)])
   return phi, mu, init
-
-
-# ---------------------------------------------------------------------------------------------
-# Fits.
 
 
 def slope(x, y) -> float:
