@@ -79,10 +79,10 @@ def test_reproduce_dimension_smoke(tmp_path):
     ex = json.load(f)
   assert ex["config"]["grid"]["dims"] == [4, 8]
   ratio = [e for e in ex["d_exponents"] if e["quantity"] == "ratio" and e["family"] == "dense"]
-  assert ratio and all(0 <= e["slope"] <= 1 for e in ratio)  # 1 <= ratio <= sqrt(d)
+  assert ratio and all(e["slope"] > 0 for e in ratio)  # dense features: the ratio grows
   rows = pd.read_parquet(os.path.join(out, "dimension-sweeps", "rows.parquet"))
   r_ = rows["width_rect@32"] / rows["width_ellip@32"]
-  assert (r_ >= 1 - 1e-5).all() and (r_ <= np.sqrt(rows["d"]) + 1e-5).all()
+  assert (r_ >= 1 - 1e-5).all()  # rect >= ellip: the triangle inequality in the Lambda^-1 norm
   assert os.path.exists(os.path.join(out, "dimension", "dimension.png"))
   with open(os.path.join(out, "results.md")) as f:
     assert "exponents in d" in f.read()
