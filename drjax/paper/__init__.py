@@ -5,11 +5,11 @@ The names below are importable without JAX, so the command line can validate fla
 
 # the NAMEs of `drjax reproduce` (drpvi: the offline DRPVI paper's Figure 2, drjax.paper.drpvi)
 FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity", "drpvi", "r2pvi", "r2pvi-time",
-           "dimension")
+           "dimension", "shifts")
 # what `drjax reproduce all` runs: every figure but the timing study (r2pvi-time, 1-2 minutes of
 # repeated timed fits; it measures the machine, not the algorithms) and the dimension study
-# (minutes: drjax.paper.dimension)
-LONG_FIGURES = ("r2pvi-time", "dimension")
+# (minutes: drjax.paper.dimension) and the gymnax shift study (2 minutes: drjax.paper.shifts)
+LONG_FIGURES = ("r2pvi-time", "dimension", "shifts")
 ALL_FIGURES = tuple(f for f in FIGURES if f not in LONG_FIGURES)
 DIMENSION_GRIDS = ("smoke", "quick", "default", "full")  # keys of drjax.paper.dimension.GRIDS
 PRESET_NAMES = ("paper", "notebook")  # keys of drjax.paper.programs.PRESETS

@@ -17,16 +17,18 @@ from drjax.paper import tables
 from drjax.paper.tables import (area, crossing, curve_table, md_cell, md_table,  # noqa: F401
                                 seeds_note, sensitivity_table, subopt_table)
 
-OWN_TABLES = ("subopt", "sensitivity", "drpvi", "r2pvi", "r2pvi-time", "dimension")  # not curve tables
+OWN_TABLES = ("subopt", "sensitivity", "drpvi", "r2pvi", "r2pvi-time", "dimension",
+              "shifts")  # not curve tables
 
 
 def own_tables() -> dict:
   """``{figure name: panels -> results.md lines}`` of the figures with a table of their own, in
   the order ``results.md`` shows them."""
-  from drjax.paper import dimension, drpvi, r2pvi, r2pvi_time  # pylint: disable=g-import-not-at-top
+  from drjax.paper import dimension, drpvi, r2pvi, r2pvi_time, shifts  # pylint: disable=g-import-not-at-top
   return {"drpvi": drpvi.summary_table, "r2pvi": r2pvi.summary_table,
           "r2pvi-time": r2pvi_time.summary_table, "subopt": tables.subopt_table,
-          "sensitivity": tables.sensitivity_table, "dimension": dimension.summary_table}
+          "sensitivity": tables.sensitivity_table, "dimension": dimension.summary_table,
+          "shifts": shifts.summary_table}
 
 
 def write_summary(out_dir: str, sections: dict, header: str) -> str:

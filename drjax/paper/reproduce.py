@@ -169,6 +169,18 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
         g, sweep_dir=os.path.join(out, "dimension-sweeps"), log=lambda m: _log(quiet, m)))
     timings["phases"]["dimension"] = phases
     write("dimension", panels, "dimension", plot=dimension.plot)
+  if "shifts" in names:
+    import dataclasses  # pylint: disable=g-import-not-at-top
+    from drjax.paper import shifts  # pylint: disable=g-import-not-at-top
+    g = dataclasses.replace(shifts.GRIDS[grid], seed=seed)
+    _log(quiet, f"[drjax] shift study ({grid} grid): {', '.join(s.name for s in g.envs)}, "
+                f"online {list(shifts.ONLINE)} x K = {g.episodes}, offline {list(shifts.OFFLINE)} "
+                f"x N = {g.trajectories}, rho {list(g.rhos)}, {g.seeds} seeds, {g.targets} "
+                f"targets x {g.test_episodes} episodes ...")
+    (panels, _), phases = _timed(lambda: shifts.run(
+        g, sweep_dir=os.path.join(out, "shifts-sweeps"), log=lambda m: _log(quiet, m)))
+    timings["phases"]["shifts"] = phases
+    write("shifts", panels, "shifts", plot=shifts.plot)
   if "r2pvi-time" in names:
     # Timed last: no compilation of another family runs beside the timed fits.
     from drjax.paper import r2pvi_time  # pylint: disable=g-import-not-at-top

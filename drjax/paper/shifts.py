@@ -19,7 +19,7 @@ The band of every curve is ``mean +- 1.96 * stderr`` over seeds, ``stderr = std(
 sqrt(seeds)`` of the per-seed Monte Carlo returns (a normal 95% interval for the mean over
 seeds; the Monte Carlo error of each seed's return is inside that spread).
 
-Grids: ``default`` (under 3 minutes cold on two CPU cores), ``large`` (10x the runs, more
+Grids: ``default`` (under 3 minutes cold on two CPU cores), ``full`` (10x the runs, more
 targets and episodes: a GPU job, ``benchmarks/gpu_shifts.sh``) and ``smoke`` (the tests').
 """
 
@@ -78,8 +78,9 @@ class Grid:
 GRIDS = {
     "smoke": Grid(rhos=(0.2,), seeds=2, episodes=8, trajectories=8, targets=3, test_episodes=16),
     "default": Grid(),
+    "quick": Grid(seeds=4, test_episodes=200),
     # A GPU job (benchmarks/gpu_shifts.sh): 10x the runs (80 seeds), more targets, K and N.
-    "large": Grid(rhos=(0.05, 0.1, 0.2, 0.3), seeds=80, episodes=500, trajectories=500,
+    "full": Grid(rhos=(0.05, 0.1, 0.2, 0.3), seeds=80, episodes=500, trajectories=500,
                   targets=15, test_episodes=2000),
 }
 
