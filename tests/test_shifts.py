@@ -65,3 +65,13 @@ def test_smoke_run():
     assert p["lo"] == pytest.approx(v.mean() - 1.96 * se)
   lines = shifts.summary_table(ps)
   assert any("lsvi-ucb" in line for line in lines)
+
+
+def test_wired_into_reproduce():
+  from drjax import paper  # pylint: disable=g-import-not-at-top
+  from drjax.paper import outputs  # pylint: disable=g-import-not-at-top
+  assert "shifts" in paper.FIGURES and "shifts" in paper.LONG_FIGURES
+  assert "shifts" not in paper.ALL_FIGURES
+  assert outputs.own_tables()["shifts"] is shifts.summary_table
+  assert set(paper.DIMENSION_GRIDS) <= set(shifts.GRIDS)  # every --grid choice has a shifts grid
+  assert shifts.GRIDS["full"].seeds == 10 * shifts.GRIDS["default"].seeds
