@@ -24,7 +24,8 @@ OWN_TABLES = ("subopt", "sensitivity", "drpvi", "r2pvi", "r2pvi-time", "dimensio
 def own_tables() -> dict:
   """``{figure name: panels -> results.md lines}`` of the figures with a table of their own, in
   the order ``results.md`` shows them."""
-  from drjax.paper import dimension, drpvi, r2pvi, r2pvi_time, shifts  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from drjax.paper import dimension, drpvi, r2pvi, r2pvi_time, shifts
   return {"drpvi": drpvi.summary_table, "r2pvi": r2pvi.summary_table,
           "r2pvi-time": r2pvi_time.summary_table, "subopt": tables.subopt_table,
           "sensitivity": tables.sensitivity_table, "dimension": dimension.summary_table,
