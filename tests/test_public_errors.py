@@ -424,7 +424,8 @@ spec("fixed_initial_price", envs.fixed_initial_price, dict(key=KEY0, params=PP),
 spec("RandomLinearMDP", drjax.RandomLinearMDP, dict(num_states=3, num_actions=2, feature_dim=2,
                                                      horizon=2),
      dict(num_states=INT(2), num_actions=INT(), feature_dim=INT(2), horizon=INT()))
-CONC = [("abc", TypeError), (True, TypeError), (None, TypeError), (NAN, ValueError),
+# None is valid: the constructor's feature / factor concentrations (default 1)
+CONC = [("abc", TypeError), (True, TypeError), (NAN, ValueError),
         (0.0, ValueError), (-1.0, ValueError), (np.zeros(2), TypeError)]
 spec("RandomLinearMDP.sample_params", RND.sample_params, dict(key=KEY0, concentration=1.0),
      dict(key=KEY(), concentration=CONC))
@@ -445,6 +446,13 @@ spec("random_linear_drmdp", envs.random_linear_drmdp,
      dict(key=KEY0, num_states=3, num_actions=2, feature_dim=2, horizon=2, concentration=1.0),
      dict(key=KEY(), num_states=INT(2), num_actions=INT(), feature_dim=INT(2), horizon=INT(),
           concentration=CONC))
+ALIASED = envs.RandomLinearMDP(num_states=3, num_actions=2, feature_dim=3, horizon=2,
+                               structure="aliased").sample_params(KEY0)
+spec("closed_form_robust_values", envs.closed_form_robust_values, dict(params=ALIASED, rho=0.1),
+     dict(params=OBJ(LP) + [(envs.RandomLinearMDP(num_states=3, num_actions=2, feature_dim=3,
+                                                   horizon=2).sample_params(KEY0),
+                             ValueError, "same features")],
+          rho=[(2.0, ValueError, "rho"), (-0.1, ValueError, "rho")]))
 spec("envs.make", envs.make, dict(name="linear-mdp"),
      dict(name=[("gridworld", ValueError), (3, TypeError)]))
 spec("sample_categorical", envs.base.sample_categorical, dict(key=KEY0, probs=MU3),
