@@ -158,29 +158,28 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
                 "form) on 101 rho x 3 xi_norm, kinks, [H, d] map, worst-case search ...")
     panels, _ = compute("sensitivity", "sensitivity", lambda: sensitivity.run(seed=seed))
     write("sensitivity", panels, "sensitivity", plot=sensitivity.plot)
-  if "dimension" in names:
+  # The two studies over sweeps (not part of all): the same steps, each with its own grid and log.
+  for name in ("dimension", "shifts"):
+    if name not in names:
+      continue
     import dataclasses  # pylint: disable=g-import-not-at-top
-    from drjax.paper import dimension  # pylint: disable=g-import-not-at-top
-    g = dataclasses.replace(dimension.GRIDS[grid], seed=seed)
-    _log(quiet, f"[drjax] dimension study ({grid} grid): d in {list(g.dims)}, families "
-                f"{list(dimension.available_families(g.families))}, {g.instances} instances x "
-                f"{g.seeds} seeds x K = {g.episodes}, agents {list(dimension.agents())} ...")
-    (panels, _), phases = _timed(lambda: dimension.run(
-        g, sweep_dir=os.path.join(out, "dimension-sweeps"), log=lambda m: _log(quiet, m)))
-    timings["phases"]["dimension"] = phases
-    write("dimension", panels, "dimension", plot=dimension.plot)
-  if "shifts" in names:
-    import dataclasses  # pylint: disable=g-import-not-at-top
-    from drjax.paper import shifts  # pylint: disable=g-import-not-at-top
-    g = dataclasses.replace(shifts.GRIDS[grid], seed=seed)
-    _log(quiet, f"[drjax] shift study ({grid} grid): {', '.join(s.name for s in g.envs)}, "
-                f"online {list(shifts.ONLINE)} x K = {g.episodes}, offline {list(shifts.OFFLINE)} "
-                f"x N = {g.trajectories}, rho {list(g.rhos)}, {g.seeds} seeds, {g.targets} "
-                f"targets x {g.test_episodes} episodes ...")
-    (panels, _), phases = _timed(lambda: shifts.run(
-        g, sweep_dir=os.path.join(out, "shifts-sweeps"), log=lambda m: _log(quiet, m)))
-    timings["phases"]["shifts"] = phases
-    write("shifts", panels, "shifts", plot=shifts.plot)
+    from drjax.paper import dimension, shifts  # pylint: disable=g-import-not-at-top
+    study = {"dimension": dimension, "shifts": shifts}[name]
+    g = dataclasses.replace(study.GRIDS[grid], seed=seed)
+    if name == "dimension":
+      what = (f"dimension study ({grid} grid): d in {list(g.dims)}, families "
+              f"{list(study.available_families(g.families))}, {g.instances} instances x "
+              f"{g.seeds} seeds x K = {g.episodes}, agents {list(study.agents())}")
+    else:
+      what = (f"shift study ({grid} grid): {', '.join(s.name for s in g.envs)}, online "
+              f"{list(study.ONLINE)} x K = {g.episodes}, offline {list(study.OFFLINE)} x N = "
+              f"{g.trajectories}, rho {list(g.rhos)}, {g.seeds} seeds, {g.targets} targets x "
+              f"{g.test_episodes} episodes")
+    _log(quiet, f"[drjax] {what} ...")
+    (panels, _), phases = _timed(lambda: study.run(  # pylint: disable=cell-var-from-loop
+        g, sweep_dir=os.path.join(out, f"{name}-sweeps"), log=lambda m: _log(quiet, m)))
+    timings["phases"][name] = phases
+    write(name, panels, name, plot=study.plot)
   if "r2pvi-time" in names:
     # Timed last: no compilation of another family runs beside the timed fits.
     from drjax.paper import r2pvi_time  # pylint: disable=g-import-not-at-top
