@@ -62,3 +62,56 @@ def test_no_flag_once_backend_is_initialized():
                        timeout=120)
   assert res.returncode == 0, res.stderr
   assert res.stdout.strip() == "''"
+
+
+def _run(code, **env_changes):
+  env = {k: v for k, v in os.environ.items() if k not in env_changes}
+  env.update({k: v for k, v in env_changes.items() if v is not None})
+  res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, env=env, timeout=120)
+  assert res.returncode == 0, res.stderr
+  return res.stdout.split()
+
+
+def test_help_imports_no_jax():
+  # `drjax --help`, `drjax sweep --help`: the parser is built and printed without JAX or NumPy
+  # (issue 35: importing JAX was 3 of the 3.4 CPU seconds of the help).
+  out = _run("""
+      import contextlib, io, sys
+      import drjax.cli
+      for argv in (["--help"], ["sweep", "--help"], ["reproduce", "--help"], ["plan", "--help"]):
+        with contextlib.redirect_stdout(io.StringIO()) as f, contextlib.suppress(SystemExit):
+          drjax.cli.main(argv)
+        assert "usage: drjax" in f.getvalue(), argv
+      print(*sorted(m for m in ("jax", "jaxlib", "numpy", "pandas") if m in sys.modules) or ["-"])
+  """)
+  assert out == ["-"]
+
+
+def test_lazy_public_names_and_cache(tmp_path):
+  # `import drjax` imports no JAX; the first public name does, and turns on the persistent
+  # compilation cache in DRJAX_CACHE_DIR (DRJAX_NO_CACHE=1: off; a directory set by the user: kept).
+  code = """
+      import sys
+      import drjax
+      print("jax" in sys.modules)
+      from drjax import LinearMDP
+      import jax
+      print("jax" in sys.modules, LinearMDP is drjax.envs.LinearMDP, jax.config.jax_compilation_cache_dir)
+  """
+  cache = str(tmp_path / "c")
+  assert _run(code, DRJAX_NO_CACHE=None, DRJAX_CACHE_DIR=cache) == ["False", "True", "True", cache]
+  assert _run(code, DRJAX_NO_CACHE="1", DRJAX_CACHE_DIR=cache)[-1] == "None"
+  mine = str(tmp_path / "mine")
+  assert _run(code, DRJAX_NO_CACHE=None, DRJAX_CACHE_DIR=cache,
+              JAX_COMPILATION_CACHE_DIR=mine)[-1] == mine
+
+
+def test_dir_and_unknown_name():
+  assert set(drjax.__all__) <= set(dir(drjax))
+  try:
+    drjax.no_such_name  # noqa: B018
+  except AttributeError as e:
+    assert "no_such_name" in str(e)
+  else:
+    raise AssertionError("no AttributeError")

@@ -31,6 +31,11 @@ __all__ = ["AgentSpec", "register", "get", "names", "specs", "make", "make_hpara
            "reward_source", "UnknownAgentError"]
 
 
+# The agents a sweep runs when none are named (``SweepConfig.agents``' default; here, importable
+# without JAX, so that ``drjax sweep --help`` can name them).
+DEFAULT_AGENTS = ("dr-lsvi-ucb", "lsvi-ucb")
+
+
 class UnknownAgentError(ValueError):
   """An agent name that is not registered (the message lists the registered ones)."""
 
@@ -109,6 +114,8 @@ class AgentSpec:
 
 
 _REGISTRY: dict[str, AgentSpec] = {}
+# ``baseline``: a fixed policy that needs no training or data (``drjax.agents.baselines``).
+KINDS = ("online", "offline", "baseline")
 
 
 def register(spec: AgentSpec) -> AgentSpec:
@@ -120,8 +127,8 @@ def register(spec: AgentSpec) -> AgentSpec:
   if not callable(spec.factory):
     raise TypeError(f"spec.factory must be a function (horizon, feature_dim, num_actions, "
                     f"**options) -> agent, got {type(spec.factory).__name__}")
-  if spec.kind not in ("online", "offline"):
-    raise ValueError(f"kind must be 'online' or 'offline', got {spec.kind!r}")
+  if spec.kind not in KINDS:
+    raise ValueError(f"kind must be 'online', 'offline' or 'baseline', got {spec.kind!r}")
   if spec.hparams_type is not None:
     fields = tuple(getattr(spec.hparams_type, "_fields", ()))
     if not fields:
@@ -162,8 +169,8 @@ def get(name: str) -> AgentSpec:
 
 
 def _check_kind(kind) -> None:
-  if kind is not None and kind not in ("online", "offline"):
-    raise ValueError(f"kind must be None, 'online' or 'offline', got {kind!r}")
+  if kind is not None and kind not in KINDS:
+    raise ValueError(f"kind must be None, 'online', 'offline' or 'baseline', got {kind!r}")
 
 
 def _dims(env_or_dims, name: str = "env"):
@@ -194,6 +201,10 @@ def make(name: str, env, **options):
     raise ValueError(f"agent {name!r} has no option {', '.join(map(repr, bad))} (options: "
                      f"{', '.join(sorted(allowed)) or 'none'})")
   H, d, A = _dims(env)
+  if "neutral" in spec.options and "neutral" not in options and not isinstance(env, tuple):
+    from drjax.agents import baselines  # pylint: disable=g-import-not-at-top
+    neutral = baselines.neutral_action(env)
+    options["neutral"] = -1 if neutral is None else neutral
   return spec.factory(H, d, A, **options)
 
 
@@ -216,7 +227,8 @@ def make_hparams(name: str, env, **values):
                      f"default; give a value ({', '.join(f'{m}=...' for m in missing)})")
   H, d, A = _dims(env)
   values = {**spec.defaults, **values}
-  fn = spec.make_hparams_fn or (_online_hparams if spec.kind == "online" else _offline_hparams)
+  fn = spec.make_hparams_fn or {"online": _online_hparams, "offline": _offline_hparams,
+                                "baseline": _baseline_hparams}[spec.kind]
   return fn(spec, H, d, A, **values)
 
 
@@ -244,6 +256,18 @@ def _offline_hparams(spec, H, d, A, dtype=None, **values):
   agent = make(spec.name, (H, d, A))
   from drjax.agents import offline  # pylint: disable=g-import-not-at-top
   return offline.make_hparams(agent, dtype=dtype, **values)
+
+
+def _baseline_hparams(spec, H, d, A, dtype=None, **values):
+  """A baseline's hyperparameters (``constant``: ``action``, a whole number in [0, A - 1])."""
+  from drjax.agents import baselines  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  hp_type = spec.hparams_type or baselines.NoHParams
+  dtype = dtype or jnp.result_type(float)
+  hp = hp_type(**{f: jnp.asarray(x, dtype) for f, x in values.items()})
+  if spec.name == "constant":
+    baselines.check_hparams(make(spec.name, (H, d, A)), hp)
+  return hp
 
 
 def _lazy(module: str, fn: str) -> Callable:
@@ -283,6 +307,12 @@ def _defaults(*names) -> dict:
 # The built-in agents' default reward source (their papers'): ``"theta"`` uses the environment's
 # known reward parameters, ``"regressed"`` the ridge estimate ``Lambda_h^-1 sum phi r``. Each
 # takes the other through its ``reward`` option (``make(name, env, reward="regressed")``).
+# Agents that a robust agent is compared with: its nominal counterpart (``SweepConfig.controls``).
+NOMINAL = {"dr-lsvi-ucb": "lsvi-ucb", "we-drive-u": "lsvi-ucb", "drpvi": "pevi",
+           "va-drpvi": "pevi", "r2pvi-tv": "pevi", "r2pvi-kl": "pevi", "r2pvi-chi2": "pevi",
+           "drvi-l": "pevi"}
+
+
 BUILTIN_REWARDS = {"dr-lsvi-ucb": "theta", "lsvi-ucb": "regressed", "pevi": "regressed",
                    "drpvi": "theta", "va-drpvi": "theta", "r2pvi-tv": "theta",
                    "r2pvi-kl": "theta", "r2pvi-chi2": "theta", "drvi-l": "theta",
@@ -304,7 +334,7 @@ def reward_source(name: str, **options) -> str | None:
 
 
 def _register_builtins() -> None:
-  """The ten built-in agents."""
+  """The ten built-in agents and the three baselines."""
   online_opts = ("bonus", "alpha", "grid_size", "tie_break", "solver", "known", "reward")
   register(AgentSpec(
       "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
@@ -350,3 +380,17 @@ def _register_builtins() -> None:
       ("switch", "cap", "weights", "alpha", "grid_size", "tie_break", "solver", "reward"), "teal",
       make_hparams_fn=_lazy("drjax.agents.wedriveu", "registry_hparams"),
       hparam_defaults=_defaults("rho", "beta", "lam", "beta_var", "var_floor")))
+  # Baselines: fixed policies, no training (drjax.agents.baselines).
+  from drjax.agents import baselines  # pylint: disable=g-import-not-at-top
+  register(AgentSpec(
+      "uniform-random", "uniform random", "baseline", "none", "none", (),
+      "baseline: a uniformly random action at every step", baselines.uniform_random, (),
+      "0.45", hparams_type=baselines.NoHParams))
+  register(AgentSpec(
+      "constant", "constant action", "baseline", "none", "none", ("action",),
+      "baseline: always the action hparams.action (--hparam action=0,1)", baselines.constant,
+      (), "0.25", hparams_type=baselines.ConstantHParams))
+  register(AgentSpec(
+      "zero-torque", "zero torque", "baseline", "none", "none", (),
+      "baseline: the neutral action (Pendulum's zero torque)", baselines.zero_torque,
+      ("neutral",), "0.6", hparams_type=baselines.NoHParams))

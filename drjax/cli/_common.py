@@ -34,20 +34,9 @@ def enable_compilation_cache() -> str | None:
   """Turns on JAX's persistent compilation cache for the commands (a second run skips compiling).
 
   Directory: ``$DRJAX_CACHE_DIR``, else ``~/.cache/drjax/jax``. ``DRJAX_NO_CACHE=1`` disables it
-  (the benchmarks do, to measure cold starts). Returns the directory, or None when disabled.
+  (the benchmarks do, to measure cold starts). Returns the directory, or None when disabled. The
+  Python API turns on the same cache (``drjax._cache``).
   """
-  import os  # pylint: disable=g-import-not-at-top
+  from drjax import _cache  # pylint: disable=g-import-not-at-top
 
-  if os.environ.get("DRJAX_NO_CACHE"):
-    return None
-  path = os.environ.get("DRJAX_CACHE_DIR") or os.path.join(
-      os.path.expanduser("~"), ".cache", "drjax", "jax")
-  try:
-    os.makedirs(path, exist_ok=True)
-  except OSError:
-    return None
-  import jax  # pylint: disable=g-import-not-at-top
-
-  jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-  return path
+  return _cache.configure()

@@ -5,8 +5,6 @@ and state."""
 import json
 import math
 
-import numpy as np
-
 from drjax.cli._common import _finite_in
 
 
@@ -38,7 +36,9 @@ def _add_plan_parser(sub) -> None:
 
 
 
-def _plan_rho(parser, args, horizon: int, dim: int) -> np.ndarray:
+def _plan_rho(parser, args, horizon: int, dim: int):
+  import numpy as np  # pylint: disable=g-import-not-at-top  (not needed for --help)
+
   if args.rho is not None and args.rho_array is not None:
     parser.error("give either --rho or --rho-array, not both")
   if args.rho_array is not None:
@@ -60,7 +60,7 @@ def _plan_rho(parser, args, horizon: int, dim: int) -> np.ndarray:
   return rho
 
 
-def plan_linear_mdp(*, delta: float, p: float, xi_norm: float, rho: np.ndarray,
+def plan_linear_mdp(*, delta: float, p: float, xi_norm: float, rho,
                     q: float | None = None) -> dict:
   """Exact robust plan in the linear MDP; the dict the ``plan`` command prints as JSON.
 
@@ -75,6 +75,7 @@ def plan_linear_mdp(*, delta: float, p: float, xi_norm: float, rho: np.ndarray,
     (``[H][S]`` optimal robust values ``V_h^{*,rho}(s)``) and ``config``.
   """
   import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
 
   from drjax import planning  # pylint: disable=g-import-not-at-top
   from drjax.envs import linear_mdp  # pylint: disable=g-import-not-at-top

@@ -39,8 +39,8 @@ def _agent_names(kind=None):
 
 
 def _default_agents():
-  from drjax.sweeps.config import DEFAULT_AGENTS  # pylint: disable=g-import-not-at-top
-  return DEFAULT_AGENTS
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top  (no JAX import)
+  return registry.DEFAULT_AGENTS
 
 
 def _add_sweep_parser(sub) -> None:

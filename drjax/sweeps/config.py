@@ -25,7 +25,7 @@ from drjax.agents import registry
 from drjax.agents.base import BONUS_FORMS, CLIP_FORMS, TIE_BREAKS
 from drjax.sweeps.errors import SweepTypeError, _Error
 
-DEFAULT_AGENTS = ("dr-lsvi-ucb", "lsvi-ucb")  # the default of SweepConfig.agents
+DEFAULT_AGENTS = registry.DEFAULT_AGENTS  # the default of SweepConfig.agents
 BEHAVIORS = ("uniform", "fixed:<action>")  # offline agents' data-collection policy
 # Hyperparameters with a sweep field of their own (--rho, --beta, --lam, --reg-weight); any
 # other declared hyperparameter of an agent is an axis of ``SweepConfig.hparams``.
