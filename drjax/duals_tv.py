@@ -359,7 +359,8 @@ def atom_targets(g: Array, v: Array, c: Array) -> Array:
 @exact_matmuls
 def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: str = "exact",
                     grid: Array | None = None, sort: bool | None = None,
-                    operator: Array | None = None, vmin=None) -> tuple[Array, Array]:
+                    operator: Array | None = None, vmin=None,
+                    monotone: bool = False) -> tuple[Array, Array]:
   """Exact ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i alpha`` over regression atoms.
 
   With ``vmin = m`` (a ``[]`` value, possibly traced) the general TV dual of environments without
@@ -388,6 +389,11 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
     operator: optional ``[d, n]`` ridge operator ``Lambda^-1 g^T`` (kept up to date by the
       caller); then ``Z = operator @ min(v, c)`` directly (sort-free), ``O(n^2 d)`` instead of
       ``O(n^2 d + n d^2)``.
+    monotone: static; ``True`` replaces ``z_i`` on the sorted candidates by its suffix minimum
+      ``min_{c_k >= c_j} z_i(c_k)`` (the largest nondecreasing function below it on the
+      candidates) before the maximization (``monotone_candidates``): a deviation from the paper
+      (opt-in) that removes the upward bias of the per-coordinate max when ``Lambda^-1`` has
+      negative entries; at ``rho = 0`` it returns ``z(H)``, the plain ridge regression of ``V``.
 
   Returns:
     ``(nu, alpha_star)``, both ``[d]``.
@@ -409,6 +415,7 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
     _checks.array("operator", operator, (d_, n_), "[d, n]")
   if vmin is not None:
     _checks.array("vmin", vmin, ())
+  monotone = _checks.boolean("monotone", monotone)
   dtype = _float_dtype(g, v)
   n, d = g.shape
   rho = _rho_vector(rho, d, dtype)
@@ -427,7 +434,7 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
       c_parts.append(jnp.clip(jnp.asarray(vmin, dtype), 0, horizon)[None])
     c = jnp.concatenate(c_parts) if len(c_parts) > 1 else c_parts[0]
     return _max_candidates(operator.astype(dtype) @ jnp.minimum(v[:, None], c[None, :]), c, rho,
-                           vmin)
+                           vmin, monotone)
   parts_c, parts_y = [], []
   if method != "grid":
     if sort is None:
@@ -452,12 +459,30 @@ def alpha_max_atoms(pinv: Array, g: Array, v: Array, rho, horizon, *, method: st
     parts_y.append(atom_targets(g, v, c))
   c = jnp.concatenate(parts_c) if len(parts_c) > 1 else parts_c[0]
   y = jnp.concatenate(parts_y, axis=1) if len(parts_y) > 1 else parts_y[0]
-  return _max_candidates(pinv.astype(dtype) @ y, c, rho, vmin)
+  return _max_candidates(pinv.astype(dtype) @ y, c, rho, vmin, monotone)
 
 
-def _max_candidates(z: Array, c: Array, rho: Array, vmin) -> tuple[Array, Array]:
+def monotone_candidates(z: Array, c: Array) -> tuple[Array, Array]:
+  """``(z_mono, c_sorted)``: the candidates sorted ascending and ``z [d, C]`` replaced by its
+  suffix minimum over them, ``z_mono[i, j] = min_{k >= j} z[i, k]``.
+
+  The population ``E[min(V, alpha)]`` is nondecreasing in alpha; its ridge estimate ``z_i`` is not
+  when ``Lambda^-1`` has negative entries. ``z_mono`` is the largest nondecreasing function below
+  ``z`` on the candidates, so its maximum at ``rho = 0`` is ``z(H)`` (the last candidate).
+  """
+  order = jnp.argsort(c)
+  cs = c[order]
+  zs = z[:, order]
+  return jax.lax.cummin(zs, axis=1, reverse=True), cs
+
+
+def _max_candidates(z: Array, c: Array, rho: Array, vmin,
+                    monotone: bool = False) -> tuple[Array, Array]:
   """``max_j z[:, j] - rho (c_j - min(m, c_j))`` per row and the smallest maximizing ``c_j``
-  (``m = 0`` when ``vmin`` is None: the fail-state form ``z - rho c`` for ``c >= 0``)."""
+  (``m = 0`` when ``vmin`` is None: the fail-state form ``z - rho c`` for ``c >= 0``);
+  ``monotone``: ``z`` first replaced by its suffix minimum (``monotone_candidates``)."""
+  if monotone:
+    z, c = monotone_candidates(z, c)
   pen = c if vmin is None else c - jnp.minimum(jnp.asarray(vmin, c.dtype), c)
   vals = z - rho[:, None] * pen[None, :]
   nu = jnp.max(vals, axis=1)

@@ -96,10 +96,13 @@ class Nominal:
 class TVConstrained:
   """TV-constrained dual (DR-LSVI-UCB, DRPVI, VA-DRPVI): ``nu_i = max_{alpha in [0, H]}
   z_i(alpha) - rho_i (alpha - min(m, alpha))``, exact over the breakpoints (``method="exact"``)
-  or over a grid (``"grid"``, ``"exact+grid"`` with ``grid_size`` points). Reads ``hp.rho[h]``."""
+  or over a grid (``"grid"``, ``"exact+grid"`` with ``grid_size`` points). Reads ``hp.rho[h]``.
+  ``monotone=True`` (opt-in, not the paper's): ``z_i`` is replaced by its suffix minimum over the
+  sorted candidates before the maximization (``duals_tv.monotone_candidates``)."""
 
   method: str = "exact"
   grid_size: int = 0
+  monotone: bool = False
   uses_vmin = True
   regresses_reward = False
   nominal = False
@@ -110,7 +113,8 @@ class TVConstrained:
     dtype = x.pinv.dtype
     grid = duals_tv.make_grid(x.horizon, self.grid_size, dtype) if self.method != "exact" else None
     return pieces.tv_oracle(x.pinv, x.g, x.v, hp.rho[x.h].astype(dtype), x.horizon, vmin=x.vmin,
-                            operator=x.operator, method=self.method, grid=grid)
+                            operator=x.operator, method=self.method, grid=grid,
+                            monotone=bool(self.monotone))
 
 
 def _zero_alpha(x: StepInputs) -> Array:

@@ -95,7 +95,8 @@ def pevi(horizon: int, feature_dim: int, num_actions: int, *, truncation: str = 
 
 def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
           truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
-          tie_break: str = "optimistic", known=None, reward: str = "theta") -> OfflineAgent:
+          tie_break: str = "optimistic", known=None, reward: str = "theta",
+          monotone: bool = False) -> OfflineAgent:
   """DRPVI (Liu & Xu, NeurIPS 2024, Algorithm 1) with heterogeneous rho ``[H, d]``, known theta.
 
   ``nu_{h,i} = max_{alpha in [0, H]} { z_{h,i}(alpha) - rho_{h,i} (alpha - min_{s'}
@@ -115,11 +116,18 @@ def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "p
       ``w_h = theta_h + nu_h``) or ``"regressed"`` (``w_h = Lambda_h^-1 sum phi r + nu_h``, the
       ridge estimate of the reward, for environments without a known reward). The same option
       (same default) for VA-DRPVI, R2PVI and DRVI-L.
+    monotone: ``False`` (default, the paper's estimator) or ``True`` (a deviation, opt-in):
+      ``z_i(alpha)`` is replaced by its suffix minimum over the sorted breakpoints (the largest
+      nondecreasing function below it) before the maximization. With overlapping features
+      ``Lambda^-1`` has negative entries, ``z_i`` is not monotone in alpha and the paper's
+      per-coordinate max exceeds the plain regression even at ``rho = 0``; with ``monotone`` rho 0
+      gives exactly ``z(H)``, the nominal (PEVI) regression of ``V`` (docs/findings/drpvi-gap.md).
   """
   _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin, fail_zero,
                  tie_break)
+  monotone = _checks.boolean("monotone", monotone)
   return make_agent("DRPVI", DRPVIHParams, horizon, feature_dim, num_actions,
-                    oracle=compose.TVConstrained(), width=penalty, truncation=truncation,
+                    oracle=compose.TVConstrained(monotone=monotone), width=penalty, truncation=truncation,
                     reward=reward, vmin=vmin, fail_zero=fail_zero, tie_break=tie_break,
                     known=known)
 
@@ -127,7 +135,8 @@ def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "p
 def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
              truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
              tie_break: str = "optimistic", variance: str = "alg3",
-             grid_size: int = 0, known=None, reward: str = "theta") -> OfflineAgent:
+             grid_size: int = 0, known=None, reward: str = "theta",
+             monotone: bool = False) -> OfflineAgent:
   """VA-DRPVI (Liu & Xu, NeurIPS 2024): variance-weighted DRPVI with a pilot dataset D'.
 
   1. DRPVI on the pilot D' gives ``V'_{h+1}`` (with VA-DRPVI's own rho, beta and lambda and
@@ -145,15 +154,20 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
   uniform points -- not an exact maximum; the penalty uses ``Sigma_h(alpha_i)^-1`` per
   coordinate. Buffer form only; ``O(n d^3)`` per step.
 
-  Args: as ``drpvi`` (``reward`` included), plus ``variance`` and ``grid_size`` (Alg. 2's
-  extra grid, static).
+  Args: as ``drpvi`` (``reward`` and ``monotone`` included; ``monotone`` with
+  ``variance="alg3"`` only), plus ``variance`` and ``grid_size`` (Alg. 2's extra grid, static).
   """
   H, d, A = _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin,
                            fail_zero, tie_break)
   _checks.choice("variance", variance, VARIANCES)
   if grid_size and variance != "alg2":
     raise ValueError("grid_size applies to variance='alg2' only")
-  return make_agent("VA-DRPVI", VADRPVIHParams, H, d, A, oracle=compose.TVConstrained(),
+  monotone = _checks.boolean("monotone", monotone)
+  if monotone and variance != "alg3":
+    raise ValueError("monotone=True applies to variance='alg3' only (Alg. 2's objective is not "
+                     "a ridge estimate at fixed weights)")
+  return make_agent("VA-DRPVI", VADRPVIHParams, H, d, A,
+                    oracle=compose.TVConstrained(monotone=monotone),
                     width=penalty, truncation=truncation, reward=reward, vmin=vmin,
                     fail_zero=fail_zero, tie_break=tie_break, variance=variance,
                     grid_size=grid_size, known=known)

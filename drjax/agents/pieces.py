@@ -191,12 +191,13 @@ def data_min(v: Array, mask: Array | None) -> Array:
 
 def tv_oracle(pinv: Array, g: Array, v: Array, rho: Array, horizon, *, vmin=None,
               operator: Array | None = None, method: str = "exact",
-              grid: Array | None = None) -> tuple[Array, Array]:
+              grid: Array | None = None, monotone: bool = False) -> tuple[Array, Array]:
   """TV-constrained dual oracle: ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i (alpha -
   min(m, alpha))``, ``z(alpha) = Lambda^-1 sum_n g_n min(v_n, alpha)``; exact over the kinks
-  (``duals_tv.alpha_max_atoms``). ``vmin=None``: the fail-state form ``m = 0``."""
+  (``duals_tv.alpha_max_atoms``). ``vmin=None``: the fail-state form ``m = 0``. ``monotone``:
+  ``z_i`` made nondecreasing in alpha first (``duals_tv.monotone_candidates``; opt-in)."""
   return duals_tv.alpha_max_atoms(pinv, g, v, rho, horizon, method=method, grid=grid,
-                                  operator=operator, vmin=vmin)
+                                  operator=operator, vmin=vmin, monotone=monotone)
 
 
 def ridge_oracle(pinv: Array, g: Array, v: Array, reward_sum: Array) -> Array:
