@@ -262,11 +262,10 @@ def _baseline_hparams(spec, H, d, A, dtype=None, **values):
   """A baseline's hyperparameters (``constant``: ``action``, a whole number in [0, A - 1])."""
   from drjax.agents import baselines  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  hp_type = spec.hparams_type or baselines.NoHParams
+  agent = make(spec.name, (H, d, A), **({"neutral": 0} if "neutral" in spec.options else {}))
   dtype = dtype or jnp.result_type(float)
-  hp = hp_type(**{f: jnp.asarray(x, dtype) for f, x in values.items()})
-  if spec.name == "constant":
-    baselines.check_hparams(make(spec.name, (H, d, A)), hp)
+  hp = agent.hparams_type(**{f: jnp.asarray(x, dtype) for f, x in values.items()})
+  baselines.check_hparams(agent, hp)
   return hp
 
 
@@ -381,16 +380,15 @@ def _register_builtins() -> None:
       make_hparams_fn=_lazy("drjax.agents.wedriveu", "registry_hparams"),
       hparam_defaults=_defaults("rho", "beta", "lam", "beta_var", "var_floor")))
   # Baselines: fixed policies, no training (drjax.agents.baselines).
-  from drjax.agents import baselines  # pylint: disable=g-import-not-at-top
   register(AgentSpec(
       "uniform-random", "uniform random", "baseline", "none", "none", (),
-      "baseline: a uniformly random action at every step", baselines.uniform_random, (),
-      "0.45", hparams_type=baselines.NoHParams))
+      "baseline: a uniformly random action at every step",
+      _lazy("drjax.agents.baselines", "uniform_random"), (), "0.45", hparam_defaults={}))
   register(AgentSpec(
       "constant", "constant action", "baseline", "none", "none", ("action",),
-      "baseline: always the action hparams.action (--hparam action=0,1)", baselines.constant,
-      (), "0.25", hparams_type=baselines.ConstantHParams))
+      "baseline: always the action hparams.action (--hparam action=0,1)",
+      _lazy("drjax.agents.baselines", "constant"), (), "0.25", hparam_defaults={}))
   register(AgentSpec(
       "zero-torque", "zero torque", "baseline", "none", "none", (),
-      "baseline: the neutral action (Pendulum's zero torque)", baselines.zero_torque,
-      ("neutral",), "0.6", hparams_type=baselines.NoHParams))
+      "baseline: the neutral action (Pendulum's zero torque)",
+      _lazy("drjax.agents.baselines", "zero_torque"), ("neutral",), "0.6", hparam_defaults={}))
