@@ -25,10 +25,14 @@ Agent protocol (what the engine, evaluation, sweeps and reproduce use):
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import math
+import os
+import sys
+from typing import Callable, NamedTuple
 
-__all__ = ["AgentSpec", "register", "get", "names", "specs", "make", "make_hparams",
-           "reward_source", "UnknownAgentError"]
+__all__ = ["AgentSpec", "register", "unregister", "get", "names", "specs", "make",
+           "make_hparams", "reward_source", "UnknownAgentError", "Bounds", "bounds",
+           "check_hparam", "source"]
 
 
 # The agents a sweep runs when none are named (``SweepConfig.agents``' default; here, importable
@@ -38,6 +42,67 @@ DEFAULT_AGENTS = ("dr-lsvi-ucb", "lsvi-ucb")
 
 class UnknownAgentError(ValueError):
   """An agent name that is not registered (the message lists the registered ones)."""
+
+
+class Bounds(NamedTuple):
+  """The allowed range of a declared hyperparameter (``None``: unbounded on that side).
+
+  Declared once, with the field: ``bounds = {"kappa": "[0, 2]"}`` in the hyperparameter
+  ``NamedTuple`` (a string ``"[lo, hi]"`` / ``"(lo, hi)"`` / mixed, ``inf`` allowed, a
+  ``(lo, hi)`` pair of closed ends, or a ``Bounds``). ``registry.make_hparams``,
+  ``drjax sweep --hparam`` and ``sweeps.run`` enforce it with the same message
+  (``check_hparam``). A hyperparameter without a declaration is ``DEFAULT_BOUNDS``, ``[0, inf)``.
+  """
+
+  lo: float | None = 0.0
+  hi: float | None = None
+  lo_open: bool = False
+  hi_open: bool = False
+
+  def __str__(self) -> str:
+    lo = "-inf" if self.lo is None else f"{self.lo:g}"
+    hi = "inf" if self.hi is None else f"{self.hi:g}"
+    return (("(" if self.lo is None or self.lo_open else "[") + f"{lo}, {hi}" +
+            (")" if self.hi is None or self.hi_open else "]"))
+
+  def contains(self, x: float) -> bool:
+    """Whether the number ``x`` is finite and in the range."""
+    return math.isfinite(x) and (
+        self.lo is None or (x > self.lo if self.lo_open else x >= self.lo)) and (
+        self.hi is None or (x < self.hi if self.hi_open else x <= self.hi))
+
+
+# Hyperparameters with sweep fields (and flags) of their own and fixed ranges (rho in [0, 1],
+# beta >= 0, lam > 0, reg_weight > 0; checked where they are built), not by ``check_hparam``.
+NAMED_HPARAMS = ("rho", "beta", "lam", "reg_weight")
+DEFAULT_BOUNDS = Bounds(0.0)  # [0, inf): a declared hyperparameter without its own bounds
+# The built-in agents' hyperparameters that a sweep takes through ``--hparam`` (rho, beta, lam
+# and reg_weight have flags and fixed ranges of their own: docs/agents.md): written here so
+# that reading the registry imports no agent module.
+BUILTIN_BOUNDS = {"var_shift": Bounds(0.0), "beta_var": Bounds(0.0),
+                  "var_floor": Bounds(0.0, lo_open=True)}
+
+
+def _parse_bounds(label: str, b) -> Bounds:
+  """``b`` (a ``Bounds``, a ``(lo, hi)`` pair, or a string ``"[lo, hi)"``) as ``Bounds``."""
+  if isinstance(b, Bounds):
+    return b
+  if isinstance(b, str):
+    t = b.strip()
+    body = t[1:-1].split(",") if len(t) >= 2 else []
+    if len(body) == 2 and t[0] in "[(" and t[-1] in "])":
+      try:
+        lo, hi = (float(x) for x in body)
+      except ValueError:
+        lo = hi = math.nan
+      if not (math.isnan(lo) or math.isnan(hi)) and lo <= hi:
+        return Bounds(None if lo == -math.inf else lo, None if hi == math.inf else hi,
+                      t[0] == "(", t[-1] == ")")
+  elif isinstance(b, (tuple, list)) and len(b) == 2 and all(
+      x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in b):
+    return Bounds(None if b[0] is None else float(b[0]), None if b[1] is None else float(b[1]))
+  raise ValueError(f"{label}: bounds must be a string like '[0, inf)' or '(0, 1]', a (lo, hi) "
+                   f"pair (None: unbounded) or a registry.Bounds, got {b!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +130,16 @@ class AgentSpec:
       ``make_hparams``, ``drjax.sweep``, ``drjax sweep --hparam NAME=...``): it never becomes 0.
     hparam_defaults: the declared defaults when they are not ``hparams_type``'s (LSVI-UCB, whose
       ``HParams`` carries a rho it ignores).
+    ignores: the sweep's agent settings (``"bonus"``, ``"clip"``, ``"tie_break"``: what
+      ``--preset`` sets) that do not apply to this agent (PEVI's penalty is the ellipsoid: it
+      ignores ``bonus``). A setting changed from its default that an agent neither takes as an
+      option (``bonus`` / ``penalty``, ``clip``, ``tie_break``) nor ignores is an error naming
+      both (``sweeps.validate``), never a silent default.
+    variant_of: the registry name of the agent this spec was derived from with ``replace(name=...)``.
+
+  A spec derived with ``replace(name=...)`` gets its own plot colour (``color=None``: a palette
+  colour no other registered agent has, chosen when it is registered) and its own, empty,
+  citation (``paper``) unless given.
   """
 
   name: str
@@ -76,11 +151,13 @@ class AgentSpec:
   paper: str
   factory: Callable
   options: tuple = ()
-  color: str = "black"
+  color: str | None = None
   needs_pilot: bool = False
   make_hparams_fn: Callable | None = None
   hparams_type: type | None = None
   hparam_defaults: dict | None = None
+  ignores: tuple = ()
+  variant_of: str | None = None
 
   @property
   def defaults(self) -> dict:
@@ -99,8 +176,23 @@ class AgentSpec:
     return tuple(f for f in self.hparams if f not in given and f not in defaults)
 
   def replace(self, **changes) -> "AgentSpec":
-    """A copy with ``changes`` (derive a variant's spec from a built-in one)."""
+    """A copy with ``changes`` (derive a variant's spec from a built-in one).
+
+    With a new ``name``, the copy does not inherit the plot colour or the citation: ``color``
+    becomes ``None`` (a colour of its own, chosen by ``register``) and ``paper`` empty, unless
+    given; ``variant_of`` records the parent's name.
+    """
+    if "name" in changes and changes["name"] != self.name:
+      changes.setdefault("color", None)
+      changes.setdefault("paper", "")
+      changes.setdefault("variant_of", self.name)
     return dataclasses.replace(self, **changes)
+
+  def bounds(self, hparam: str) -> Bounds:
+    """The allowed range of the declared hyperparameter ``hparam`` (``Bounds``): the
+    ``bounds`` mapping of ``hparams_type`` when it names it, else ``BUILTIN_BOUNDS``, else
+    ``DEFAULT_BOUNDS`` (``[0, inf)``)."""
+    return bounds(self.hparams_type, hparam, label=f"agent {self.name!r}")
 
   @property
   def robust(self) -> bool:
@@ -108,9 +200,45 @@ class AgentSpec:
     return "rho" in self.hparams
 
   def describe(self) -> dict:
-    return {"name": self.name, "display": self.display, "kind": self.kind,
-            "divergence": self.divergence, "uncertainty": self.uncertainty,
-            "hparams": list(self.hparams), "options": list(self.options), "paper": self.paper}
+    out = {"name": self.name, "display": self.display, "kind": self.kind,
+           "divergence": self.divergence, "uncertainty": self.uncertainty,
+           "hparams": list(self.hparams), "options": list(self.options), "paper": self.paper}
+    if self.variant_of is not None:
+      out["variant_of"] = self.variant_of
+    return out
+
+
+def bounds(hparams_type, hparam: str, label: str = "hparams_type") -> Bounds:
+  """The declared range of ``hparam`` of a hyperparameter ``NamedTuple`` class (or ``None``):
+  its class attribute ``bounds`` (``{name: "[lo, hi)" | (lo, hi) | Bounds}``) when it names
+  ``hparam``, else ``BUILTIN_BOUNDS``, else ``DEFAULT_BOUNDS``."""
+  declared = getattr(hparams_type, "bounds", None) if hparams_type is not None else None
+  if declared is not None and not isinstance(declared, dict):
+    raise TypeError(f"{label}: {hparams_type.__name__}.bounds must be a dict "
+                    f"{{hyperparameter: '[lo, hi]'}}, got {type(declared).__name__}")
+  if declared and hparam in declared:
+    return _parse_bounds(f"{label} hyperparameter {hparam}", declared[hparam])
+  return BUILTIN_BOUNDS.get(hparam, DEFAULT_BOUNDS)
+
+
+def check_hparam(name: str, hparam: str, values) -> None:
+  """Checks the values of the declared hyperparameter ``hparam`` of agent ``name`` against its
+  declared ``Bounds`` on the host (before anything is traced).
+
+  The one check behind ``registry.make_hparams``, ``sweeps.validate`` (``sweeps.run``) and
+  ``drjax sweep --hparam``: the same ``ValueError`` in all three, ``agent 'NAME': hyperparameter
+  HPARAM must be in [lo, hi), got X``. Not for rho, beta, lam and reg_weight, which have ranges
+  (and errors) of their own.
+  """
+  spec = get(name)
+  b = spec.bounds(hparam)
+  from drjax import _checks  # pylint: disable=g-import-not-at-top
+  _checks.require_concrete(hparam, values, "the hyperparameter's bounds are checked on the host")
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  a = _checks._values(f"agent {name!r} hyperparameter {hparam}", values)  # pylint: disable=protected-access
+  for x in np.asarray(a, np.float64).ravel():
+    if not b.contains(float(x)):
+      raise ValueError(f"agent {name!r}: hyperparameter {hparam} must be in {b}, got {float(x)!r}")
 
 
 _REGISTRY: dict[str, AgentSpec] = {}
@@ -118,8 +246,56 @@ _REGISTRY: dict[str, AgentSpec] = {}
 KINDS = ("online", "offline", "baseline")
 
 
+_SOURCES: dict[str, str] = {}  # name -> the source that registered it (``source``)
+BUILTIN = "drjax (built-in)"
+INTERACTIVE = "the interactive session (__main__)"
+# Plot colours of agents registered without one (``color=None``): none is a built-in agent's, a
+# reference's (black, greys) or a baseline's.
+AUTO_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
+               "navy", "darkgoldenrod", "crimson", "darkslateblue", "olivedrab")
+_BUILTIN_LOADING = False
+
+
+def _caller_source() -> str:
+  """Where ``register`` was called from: the real path of the calling file (a module imported
+  by name and the same file loaded as a plugin path are one source), or ``INTERACTIVE`` for
+  ``__main__`` code that is no file on disk (a notebook cell, ``python -c``, a REPL)."""
+  if _BUILTIN_LOADING:
+    return BUILTIN
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None and frame.f_globals.get("__name__") == __name__:
+    frame = frame.f_back
+  if frame is None:
+    return INTERACTIVE
+  path = frame.f_code.co_filename
+  if frame.f_globals.get("__name__") == "__main__" and (
+      not os.path.isfile(path) or "ipykernel_" in path):
+    return INTERACTIVE
+  return os.path.realpath(path) if os.path.isfile(path) else path
+
+
+def source(name: str) -> str:
+  """Where agent ``name`` was registered from: ``BUILTIN``, a file's real path, or
+  ``INTERACTIVE``."""
+  get(name)
+  return _SOURCES.get(name, "unknown")
+
+
+def _auto_color(name: str) -> str:
+  used = {s.color for n, s in _REGISTRY.items() if n != name}
+  free = [c for c in AUTO_COLORS if c not in used]
+  return free[0] if free else AUTO_COLORS[len(_REGISTRY) % len(AUTO_COLORS)]
+
+
 def register(spec: AgentSpec) -> AgentSpec:
-  """Adds ``spec`` (a name registered twice is an error)."""
+  """Adds ``spec``; returns the registered spec (with its colour filled in).
+
+  Registering a name again from the same source (the same file, imported as a module or loaded
+  as a plugin path, or the same interactive session: a notebook re-running its cell) replaces the
+  earlier spec. From another source it is a ``ValueError`` naming both (``unregister`` first);
+  a built-in agent's name is never replaced.
+  """
+  _load()
   if not isinstance(spec, AgentSpec):
     raise TypeError(f"spec must be an AgentSpec, got {type(spec).__name__}")
   if not isinstance(spec.name, str) or not spec.name:
@@ -136,9 +312,40 @@ def register(spec: AgentSpec) -> AgentSpec:
     if tuple(spec.hparams) != fields:
       raise ValueError(f"spec.hparams {tuple(spec.hparams)} must list hparams_type's fields "
                        f"{fields} in order")
-  if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
-    raise ValueError(f"agent {spec.name!r} is already registered")
+  for setting in spec.ignores:
+    if setting not in ("bonus", "clip", "tie_break"):
+      raise ValueError(f"spec.ignores: {setting!r} is not a sweep agent setting (bonus, clip, "
+                       "tie_break)")
+  where = _caller_source()
+  old = _REGISTRY.get(spec.name)
+  if old is not None and old is not spec:
+    before = _SOURCES.get(spec.name, "unknown")
+    if before == BUILTIN:
+      raise ValueError(f"agent {spec.name!r} is a built-in agent and cannot be replaced; register "
+                       f"yours under another name (e.g. {spec.name + '-mine'!r}: "
+                       f"registry.get({spec.name!r}).replace(name=...))")
+    if before != where:
+      raise ValueError(f"agent {spec.name!r} is already registered from {before}; registering it "
+                       f"from {where} would replace it: call "
+                       f"registry.unregister({spec.name!r}) first, or use another name")
+  if spec.color is None:
+    spec = dataclasses.replace(spec, color=_auto_color(spec.name))
   _REGISTRY[spec.name] = spec
+  _SOURCES[spec.name] = where
+  return spec
+
+
+def unregister(name: str) -> AgentSpec:
+  """Removes agent ``name`` (registered by a plugin or a session) and returns its spec.
+
+  ``UnknownAgentError`` for a name that is not registered; a built-in agent is a ``ValueError``
+  (the sweeps, ``reproduce`` and the docs rely on them).
+  """
+  spec = get(name)
+  if _SOURCES.get(name) == BUILTIN:
+    raise ValueError(f"agent {name!r} is a built-in agent and cannot be unregistered")
+  del _REGISTRY[name]
+  _SOURCES.pop(name, None)
   return spec
 
 
@@ -227,6 +434,9 @@ def make_hparams(name: str, env, **values):
                      f"default; give a value ({', '.join(f'{m}=...' for m in missing)})")
   H, d, A = _dims(env)
   values = {**spec.defaults, **values}
+  for f, x in values.items():  # the declared bounds: the same check as the sweeps'
+    if f not in NAMED_HPARAMS + ("dtype",):
+      check_hparam(name, f, x)
   fn = spec.make_hparams_fn or {"online": _online_hparams, "offline": _offline_hparams,
                                 "baseline": _baseline_hparams}[spec.kind]
   return fn(spec, H, d, A, **values)
@@ -244,9 +454,11 @@ def _online_hparams(spec, H, d, A, dtype=None, **values):
   hp = base.make_hparams(H, d, rho=values.pop("rho", 0.0), dtype=dtype, **values)
   if not extra:
     return hp if hp_type is base.HParams else hp_type(**hp._asdict())
-  for f, x in extra.items():  # a plugin's own scalar hyperparameters: finite numbers
+  for f, x in extra.items():  # a plugin's own scalar hyperparameters, in their bounds
     _checks.require_concrete(f, x, "make_hparams validates its values on the host")
-    _checks.number(f"{spec.name} hparams.{f}", x)
+    b = spec.bounds(f)
+    _checks.number(f"{spec.name} hparams.{f}", x, b.lo, b.hi, lo_open=b.lo_open,
+                   hi_open=b.hi_open)
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   out = {**hp._asdict(), **{f: jnp.asarray(x, hp.beta.dtype) for f, x in extra.items()}}
   return hp_type(**{f: out[f] for f in hp_type._fields})
@@ -287,7 +499,12 @@ def _load() -> None:
   if _LOADED:
     return
   _LOADED = True
-  _register_builtins()
+  global _BUILTIN_LOADING
+  _BUILTIN_LOADING = True
+  try:
+    _register_builtins()
+  finally:
+    _BUILTIN_LOADING = False
   from drjax import plugins  # pylint: disable=g-import-not-at-top
   plugins.load_entry_points("drjax.agents")
 
@@ -338,39 +555,43 @@ def _register_builtins() -> None:
   register(AgentSpec(
       "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, AISTATS 2024 (Algorithm 1)", _lazy("drjax.agents.lsvi", "dr_lsvi_ucb"),
-      online_opts, "tab:red", hparam_defaults=_defaults("rho", "beta", "lam")))
+      online_opts, "tab:red", hparam_defaults=_defaults("rho", "beta", "lam"),
+      ignores=("clip",)))
   register(AgentSpec(
       "lsvi-ucb", "LSVI-UCB", "online", "none", "none", ("beta", "lam"),
       "Jin, Yang, Wang & Jordan, COLT 2020", _lazy("drjax.agents.lsvi", "lsvi_ucb"),
       ("clip", "tie_break", "fail_zero", "solver", "known", "reward"), "tab:blue",
-      hparam_defaults=_defaults("beta", "lam")))
+      hparam_defaults=_defaults("beta", "lam"), ignores=("bonus",)))
   offline_opts = ("truncation", "fail_zero", "tie_break", "known", "reward")
   robust_opts = offline_opts + ("penalty", "vmin")
   register(AgentSpec(
       "pevi", "PEVI", "offline", "none", "none", ("beta", "lam"),
       "Jin, Yang & Wang, ICML 2021", _lazy("drjax.agents.offline", "pevi"), offline_opts,
-      "tab:green", hparam_defaults=_defaults("beta", "lam")))
+      "tab:green", hparam_defaults=_defaults("beta", "lam"), ignores=("bonus", "clip")))
   register(AgentSpec(
       "drpvi", "DRPVI", "offline", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 1)", _lazy("drjax.agents.offline", "drpvi"),
-      robust_opts, "tab:orange", hparam_defaults=_defaults("rho", "beta", "lam")))
+      robust_opts, "tab:orange", hparam_defaults=_defaults("rho", "beta", "lam"),
+      ignores=("clip",)))
   register(AgentSpec(
       "va-drpvi", "VA-DRPVI", "offline", "tv", "constrained",
       ("rho", "beta", "lam", "var_shift"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 3; Algorithm 2 as variance='alg2')",
       _lazy("drjax.agents.offline", "va_drpvi"), robust_opts + ("variance", "grid_size"),
-      "tab:purple", needs_pilot=True, hparam_defaults=_defaults("rho", "beta", "lam", "var_shift")))
+      "tab:purple", needs_pilot=True, hparam_defaults=_defaults("rho", "beta", "lam", "var_shift"),
+      ignores=("clip",)))
   for div, display, color in (("tv", "R2PVI-TV", "tab:olive"), ("kl", "R2PVI-KL", "tab:cyan"),
                               ("chi2", "R2PVI-chi2", "tab:brown")):
     register(AgentSpec(
         f"r2pvi-{div}", display, "offline", div, "regularized", ("reg_weight", "beta", "lam"),
         "Tang, Liu & Xu, ICML 2025 (R2PVI)", _lazy("drjax.agents.offline", f"r2pvi_{div}"),
-        robust_opts, color, hparam_defaults=_defaults("reg_weight", "beta", "lam")))
+        robust_opts, color, hparam_defaults=_defaults("reg_weight", "beta", "lam"),
+        ignores=("clip",)))
   register(AgentSpec(
       "drvi-l", "DRVI-L", "offline", "kl", "constrained", ("rho", "beta", "lam"),
       "Ma et al. 2022 (the R2PVI paper's DRVI-L baseline)", _lazy("drjax.agents.offline", "drvi_l"),
       ("truncation", "fail_zero", "tie_break", "penalty", "tol", "known", "reward"), "tab:pink",
-      hparam_defaults=_defaults("rho", "beta", "lam")))
+      hparam_defaults=_defaults("rho", "beta", "lam"), ignores=("clip",)))
   register(AgentSpec(
       "we-drive-u", "We-DRIVE-U", "online", "tv", "constrained",
       ("rho", "beta", "lam", "beta_var", "var_floor"),
@@ -378,7 +599,8 @@ def _register_builtins() -> None:
       _lazy("drjax.agents.wedriveu", "we_drive_u"),
       ("switch", "cap", "weights", "alpha", "grid_size", "tie_break", "solver", "reward"), "teal",
       make_hparams_fn=_lazy("drjax.agents.wedriveu", "registry_hparams"),
-      hparam_defaults=_defaults("rho", "beta", "lam", "beta_var", "var_floor")))
+      hparam_defaults=_defaults("rho", "beta", "lam", "beta_var", "var_floor"),
+      ignores=("bonus", "clip")))  # its bonus: always the paper's d-rectangular one
   # Baselines: fixed policies, no training (drjax.agents.baselines).
   register(AgentSpec(
       "uniform-random", "uniform random", "baseline", "none", "none", (),
