@@ -456,6 +456,12 @@ def _check_hparams(c: SweepConfig) -> dict:
     vals = _floats(f"hparams {name}", values)
     if len(set(vals)) != len(vals):
       raise _Error("hparams", f"{name}: duplicate value in {list(vals)}")
+    for a in c.agents:  # the declared bounds (registry.check_hparam, as make_hparams checks them)
+      if name in declared[a]:
+        try:
+          registry.check_hparam(a, name, vals)
+        except ValueError as e:
+          raise _Error("hparams", str(e)) from None
     out[name] = vals
   for a in c.agents:
     spec = registry.get(a)
@@ -465,6 +471,33 @@ def _check_hparams(c: SweepConfig) -> dict:
                               f"no default; give its values (--hparam {missing[0]}=V1,V2,... / "
                               f"hparams={{{missing[0]!r}: (...)}})")
   return out
+
+
+# The agent settings of a sweep (what ``--preset`` sets), the agent options each one sets, and
+# their defaults (the paper's forms).
+SETTINGS = {"bonus": (("bonus", "penalty"), "paper"), "clip": (("clip",), "paper"),
+            "tie_break": (("tie_break",), "optimistic")}
+
+
+def _check_settings(c: SweepConfig) -> None:
+  """A setting changed from its default (``--preset notebook``) must reach every agent: each
+  agent takes it as an option or declares that it does not apply (``AgentSpec.ignores``), else
+  the error names the setting and the agent (it would silently run its own default: a variant of
+  DRPVI without the ``penalty`` option would keep the paper's penalty). Baselines take none."""
+  for setting, (options, default) in SETTINGS.items():
+    value = getattr(c, setting)
+    if value == default:
+      continue
+    for a in c.agents:
+      spec = registry.get(a)
+      if spec.kind == "baseline" or setting in spec.ignores or set(options) & set(spec.options):
+        continue
+      raise _Error(setting, f"{setting}={value!r} (--preset) does not reach agent {a!r}: it takes "
+                            f"no {' or '.join(map(repr, options))} option (its options: "
+                            f"{', '.join(spec.options) or 'none'}) and would run its default "
+                            f"{default!r}; add the option to its AgentSpec.options (its factory "
+                            f"must take it), declare AgentSpec.ignores=({setting!r},) if it does "
+                            f"not apply, or keep {setting}={default!r} (--preset paper)")
 
 
 def _check_record(c: SweepConfig, env) -> tuple:
@@ -556,6 +589,7 @@ def validate(config: SweepConfig) -> SweepConfig:
                         ("tie_break", TIE_BREAKS)):
     if getattr(c, name) not in allowed:
       raise _Error(name, f"must be one of {', '.join(allowed)}, got {getattr(c, name)!r}")
+  _check_settings(c)
   # rho: all scalars or all [H, d] arrays.
   rho_vals = c.rho if isinstance(c.rho, (list, tuple)) else (c.rho,)
   if not rho_vals:
