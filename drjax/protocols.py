@@ -57,7 +57,9 @@ class OnlineAgent(Protocol):
     """The state with one finished episode (``[H, ...]`` per step) added."""
 
   def uncertainty(self, qf: Any, h: Array, phi: Array) -> Array:
-    """Theorem 1's d-rectangular width ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` at ``phi``."""
+    """The agent's own width at ``phi [..., d]``: its bonus with beta = 1 (DR-LSVI-UCB's
+    d-rectangular ``sum_i phi_i sqrt([Lambda_h^-1]_ii)``, LSVI-UCB's elliptical one, a custom
+    width's value)."""
 
   def bonus(self, qf: Any, h: Array, phi: Array) -> Array:
     """The bonus (``scale * width``) at features ``phi [..., d]``."""

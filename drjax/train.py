@@ -198,9 +198,12 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
     # The agent's cores: arguments were checked above, once (an agent without ``.unchecked``
     # cores, e.g. a plugin's own, is called through its public methods).
     core = protocols.unchecked
-    plan, act, features, update, width = (
-        core(agent.plan), core(agent.act), core(agent.regression_features), core(agent.update),
-        core(agent.uncertainty))
+    plan, act, features, update = (
+        core(agent.plan), core(agent.act), core(agent.regression_features), core(agent.update))
+    # Theorem 1's estimation error is the d-rectangular width whatever the agent's own bonus
+    # (``agent.uncertainty``, the agent's own width, is LSVI-UCB's elliptical one, for instance).
+    from drjax.agents import pieces  # pylint: disable=g-import-not-at-top
+    width = exact_matmuls(lambda qf, h, phi: pieces.d_rectangular(qf.pinv[h], phi))
 
     def make_episode(size):
       def episode(agent_state, xs):

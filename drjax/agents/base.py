@@ -115,9 +115,11 @@ class Agent(NamedTuple):
   """An online linear-function-approximation agent as pure functions (see module docstring and
   ``drjax.agents.registry`` for the protocol the engine, evaluation and sweeps rely on).
 
-  ``uncertainty(qf, h, phi) -> []`` is Theorem 1's d-rectangular width
-  ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` (the bonus with beta = 1), which ``make_train`` records
-  per episode; ``update(state, ..., slot=k)`` stores a finished episode (``slot``: an unbatched
+  ``uncertainty(qf, h, phi) -> []`` is the agent's own width (its bonus with beta = 1:
+  DR-LSVI-UCB's d-rectangular ``sum_i phi_i sqrt([Lambda_h^-1]_ii)``, LSVI-UCB's elliptical
+  ``sqrt(phi^T Lambda_h^-1 phi)``, a custom width's value; ``config.bonus`` names it);
+  ``make_train``'s ``estimation_error`` is Theorem 1's d-rectangular width for every agent;
+  ``update(state, ..., slot=k)`` stores a finished episode (``slot``: an unbatched
   buffer slot, kept in place under ``vmap``).
   """
 

@@ -142,7 +142,7 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
                            fail_zero=fail_zero, known=known)
   method = getattr(oracle, "method", "exact")
   grid_size = getattr(oracle, "grid_size", 0)
-  bonus = width if isinstance(width, str) and width != "ellipsoid" else "paper"
+  bonus = pieces.width_name(width)  # the agent's own width, recorded as it is
 
   def q_fn(qf: QFunction, h, phi_all, fail, clip: bool = True):
     return q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail, clip=clip)
@@ -347,15 +347,16 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
                                    next_phi, next_fail)
 
   def uncertainty(qf: QFunction, h, phi):
-    """Theorem 1's d-rectangular width ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` at ``phi``
-    (``h``: 0-based step in ``[0, H - 1]``)."""
+    """The agent's own width at ``phi [..., d]`` (its bonus with beta = 1; ``h``: 0-based step
+    in ``[0, H - 1]``): DR-LSVI-UCB's d-rectangular ``sum_i phi_i sqrt([Lambda_h^-1]_ii)`` (Theorem
+    1), the notebook form, LSVI-UCB's ``sqrt(phi^T Lambda_h^-1 phi)`` or a custom ``width``."""
     _checks.qfunction("qf", qf, H, d)
     _checks.index("h", h, H, "(step)")
     _check_phi(phi)
     return _uncertainty(qf, h, phi)
 
   def _uncertainty(qf, h, phi):
-    return pieces.d_rectangular(qf.pinv[h], phi)
+    return wf(qf.pinv[h], phi)
 
   config = base.AgentConfig(H, d, A, K, bonus, clip, method, grid_size, tie_break, fail_zero,
                             solver, known)

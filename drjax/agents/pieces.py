@@ -92,6 +92,19 @@ WIDTH_FNS = {"paper": d_rectangular, "notebook": notebook, "ellipsoid": ellipsoi
 ELLIPTICAL = (ellipsoid, ellipsoid_unrolled)  # widths a precomputed phi^T Lambda^-1 phi replaces
 
 
+def width_name(form) -> str:
+  """The name a width is recorded under (``AgentConfig.bonus``, ``OfflineConfig.penalty`` in
+  ``sweep.json``): ``"paper"``, ``"notebook"`` or ``"ellipsoid"`` for the built-in forms (given by
+  name or as their functions, ``ellipsoid_unrolled`` included), ``"module.qualname"`` for any
+  other function."""
+  if isinstance(form, str):
+    return form
+  for name, fn in (*WIDTH_FNS.items(), ("ellipsoid", ellipsoid_unrolled)):
+    if form is fn:
+      return name
+  return f"{getattr(form, '__module__', '?')}.{getattr(form, '__qualname__', repr(form))}"
+
+
 def width_fn(form) -> Callable:
   """The width function of ``form``: a name of ``WIDTH_FNS`` or a callable ``(pinv, phi) ->
   [...]`` (returned as is)."""
