@@ -146,6 +146,7 @@ class Layout:
     grouped: per agent, whether its chunks are cut at source-group boundaries.
     rewards: per agent ``(name, reward source)`` (``reward_sources``): ``"regressed"`` where the
       environment's reward is unknown (``env.reward_known`` False) or the agent's default is.
+    widths: per agent ``(name, width)`` (``agent_widths``): the bonus / penalty width it ran.
   """
 
   chunk: int
