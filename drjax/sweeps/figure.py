@@ -11,6 +11,20 @@ from drjax.sweeps.config import SweepConfig
 from drjax.sweeps.tables import setting_columns
 
 
+def data_size(config: SweepConfig) -> str:
+  """The amount of data of the sweep's runs, as the figure's title names it: ``$K$ = 100``
+  training episodes for online agents, ``$N$ = 50`` trajectories (each dataset size of the
+  axis) for offline ones, both for a mixed sweep; baselines use no data."""
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  kinds = {registry.get(a).kind for a in config.agents}
+  out = []
+  if "online" in kinds:
+    out.append(f"$K$ = {config.episodes}")
+  if "offline" in kinds:
+    out.append(f"$N$ = {', '.join(str(n) for n in config.trajectories)} trajectories")
+  return ", ".join(out) or "no training data"
+
+
 def _plot(df, summary, config: SweepConfig, path: str) -> None:
   # The object-oriented API with the Agg canvas: no pyplot state, the user's backend is untouched.
   from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
@@ -69,7 +83,7 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   ax.set_ylabel(style.Y_LABEL if tcols else style.Y_LABEL_SOURCE)
   nseeds = len(config.seed_ids or range(config.seeds))
   band = "mean, 95% band: 1.96 s.e. over seeds" if nseeds > 1 else "one seed: no band"
-  ax.set_title(f"drjax sweep: {config.env}, {nseeds} seeds, $K$ = {config.episodes} ({band})",
+  ax.set_title(f"drjax sweep: {config.env}, {nseeds} seeds, {data_size(config)} ({band})",
                fontsize=10)
   if shown <= 12:
     ax.legend(fontsize=7)
