@@ -134,8 +134,12 @@ def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
                   lo_open=field == "reg_weight")
       batch.append(a.shape[:-2])
       continue
-    lo_open = field == "lam"
-    _checks.in_range(label, a, 0, lo_open=lo_open)
+    if field in ("beta", "lam"):
+      _checks.in_range(label, a, 0, lo_open=field == "lam")
+    else:  # declared bounds (hparams_type.bounds, registry.BUILTIN_BOUNDS; default [0, inf))
+      from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+      b = registry.bounds(type(hp), field)
+      _checks.in_range(label, a, b.lo, b.hi, lo_open=b.lo_open, hi_open=b.hi_open)
     if field == "lam" and not jax.config.jax_enable_x64 and np.any(a < base.MIN_LAM_FLOAT32):
       raise ValueError(f"{label} must be >= {base.MIN_LAM_FLOAT32} in float32, got "
                        f"{a.min()} (the ridge system is singular in float32 below it)")
