@@ -8,7 +8,10 @@ fixed ``Dataset`` in one backward induction. A dataset is a pytree, so ``collect
   ``env.step`` (trajectory n uses ``jax.random.fold_in(key, n)``, so the first n trajectories of
   a larger collection are the collection of n: datasets of several sizes are nested).
 * behavior policies ``(key, phi_all [A, d], h) -> action``: ``uniform``, ``fixed``,
-  ``epsilon_greedy`` around a learned Q-function, or any function of that signature.
+  ``epsilon_greedy`` around a learned Q-function, or any function of that signature; a behavior
+  with a ``bind(key)`` method (``drjax.policies.Mixture``) is bound once per trajectory (each
+  trajectory follows one component). Saved policies and the sweep's behavior strings:
+  ``drjax.policies``.
 * ``save`` / ``load``: one ``.npz`` file (format ``drjax-dataset/1``), shapes checked against an
   environment or agent on load; ``check_dataset`` does the same for a dataset in memory.
 * ``split(dataset, n)``: the first n trajectories and the rest (a pilot for VA-DRPVI).
@@ -130,6 +133,8 @@ def epsilon_greedy(agent, qf, epsilon) -> Callable:
 
 def _trajectory(env, params, behavior, key):
   H = env.horizon
+  if hasattr(behavior, "bind"):  # a mixture (drjax.policies.Mixture): one component per trajectory
+    behavior = behavior.bind(jax.random.fold_in(key, 0x6D6978))
   k_reset, k_steps = jax.random.split(key)
   s0 = env.reset(k_reset, params)
 

@@ -37,7 +37,7 @@ def make_env(features: str, horizon: int):
                    tiles_per_dim=3, num_tilings=1)
 
 
-def run(features, n, seeds, beta, lam, test_episodes, horizon, length=0.5):
+def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, length=0.5):
   env = make_env(features, horizon)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   params = env.make_params(length=length)
@@ -55,13 +55,18 @@ def run(features, n, seeds, beta, lam, test_episodes, horizon, length=0.5):
   ds = jax.jit(jax.vmap(lambda k: data._collect(env, params, behavior, jax.random.fold_in(k, 0),
                                                 n)))(keys)
   out = {"features": features, "d": d, "N": n, "seeds": seeds, "beta": beta, "lam": lam,
-         "H": H, "test_episodes": test_episodes, "values": {}, "diag": {}}
+         "H": H, "test_episodes": test_episodes, "source_length": length,
+         "targets": list(targets), "values": {}, "diag": {}}
+  tps = [env.make_params(length=t) for t in targets]
   for name, agent in agents.items():
     fit = jax.jit(jax.vmap(lambda D, a=agent, h=hp[name]: a.fit.unchecked(D, h, form="buffer")))
     qf = fit(ds)
-    ev = jax.jit(jax.vmap(lambda q, k, a=agent: evaluate.mc_evaluate(
-        env, a, q, params, jax.random.fold_in(k, 1), test_episodes)["mean"]))
-    out["values"][name] = np.asarray(ev(qf, keys)).tolist()
+    vals = []
+    for tp in tps:  # [targets][seeds]; common random numbers across agents
+      ev = jax.jit(jax.vmap(lambda q, k, a=agent, p=tp: evaluate.mc_evaluate(
+          env, a, q, p, jax.random.fold_in(k, 1), test_episodes)["mean"]))
+      vals.append(np.asarray(ev(qf, keys)).tolist())
+    out["values"][name] = vals
     if name == "drpvi":
       pinv = np.asarray(qf.pinv)
       off = ~np.eye(d, dtype=bool)
@@ -93,8 +98,8 @@ def _bias(agent, qf, ds, H, hp):
           "nu_minus_zH_min": float(jnp.min(dnu)), "q_inflation_per_step": float(jnp.mean(dq))}
 
 
-def summary(out):
-  v = {k: np.asarray(x) for k, x in out["values"].items()}
+def summary(out, t):
+  v = {k: np.asarray(x[t]) for k, x in out["values"].items()}
   n = len(v["pevi"])
   se = lambda x: float(np.std(x, ddof=1) / np.sqrt(n)) if n > 1 else float("nan")  # noqa: E731
   rows = {k: (float(x.mean()), se(x)) for k, x in v.items()}
@@ -113,17 +118,21 @@ def main():
   p.add_argument("--test-episodes", type=int, default=500)
   p.add_argument("--horizon", type=int, default=30)
   p.add_argument("--features", nargs="+", default=["rbf", "onehot"])
+  p.add_argument("--targets", type=float, nargs="+", default=[0.05, 0.25, 0.5, 2.0],
+                 help="pole lengths to evaluate at (source 0.5)")
   p.add_argument("--out", default=None)
   a = p.parse_args()
   res = []
   for f in a.features:
-    o = run(f, a.trajectories, a.seeds, a.beta, a.lam, a.test_episodes, a.horizon)
-    o["summary"] = summary(o)
+    o = run(f, a.trajectories, a.seeds, a.beta, a.lam, a.test_episodes, a.horizon, a.targets)
+    o["summary"] = {str(t): summary(o, i) for i, t in enumerate(a.targets)}
     res.append(o)
     print(f"{f} (d={o['d']}, N={a.trajectories}, seeds={a.seeds}, beta={a.beta}, "
-          f"lam={a.lam}; {o['seconds']} s) diag={o['diag']}")
-    for k, (m, s) in o["summary"].items():
-      print(f"  {k:18s} {m:7.2f} +- {s:.2f}")
+          f"lam={a.lam}; {o['seconds']} s) diag={o['diag']}", flush=True)
+    for t, rows in o["summary"].items():
+      print(f" length {t}:")
+      for k, (m, s) in rows.items():
+        print(f"  {k:18s} {m:7.2f} +- {s:.2f}")
   if a.out:
     with open(a.out, "w") as fh:
       json.dump(res, fh, indent=1)

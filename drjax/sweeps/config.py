@@ -11,22 +11,24 @@ import contextlib
 import dataclasses
 import decimal
 import fractions
-import functools
 import itertools
 import json
 import math
+import os
 
 import jax
 import numpy as np
 
-from drjax import data as data_lib
 from drjax import envs
 from drjax.agents import registry
 from drjax.agents.base import BONUS_FORMS, CLIP_FORMS, TIE_BREAKS
 from drjax.sweeps.errors import SweepTypeError, _Error
 
 DEFAULT_AGENTS = registry.DEFAULT_AGENTS  # the default of SweepConfig.agents
-BEHAVIORS = ("uniform", "fixed:<action>")  # offline agents' data-collection policy
+# Offline agents' data-collection policy (drjax.policies.parse): uniform, a fixed action,
+# epsilon-greedy around a saved policy, or a mixture of these (one component per trajectory).
+BEHAVIORS = ("uniform", "fixed:<action>", "eps-greedy:file=<path>,eps=<e>[,mode=greedy|played]"
+             "[,index=<i>]", "mix:<w1>*<spec1>+<w2>*<spec2>")
 # Hyperparameters with a sweep field of their own (--rho, --beta, --lam, --reg-weight); any
 # other declared hyperparameter of an agent is an axis of ``SweepConfig.hparams``.
 NAMED_HPARAMS = ("rho", "beta", "lam", "reg_weight")
@@ -287,29 +289,41 @@ def make_env(config: SweepConfig):
 
 
 def _behavior(config: SweepConfig, env):
-  """The behavior policy of ``config.behavior`` (``ValueError`` naming ``behavior``)."""
+  """The behavior policy of ``config.behavior`` (``ValueError`` naming ``behavior``):
+  ``drjax.policies.parse`` (cached, so equal strings share one compiled chunk program)."""
+  return behavior_of(config, env)[0]
+
+
+def behavior_of(config: SweepConfig, env) -> tuple:
+  """``(behavior, provenance)`` of ``config.behavior`` (``drjax.policies.parse``); the
+  provenance (spec, kind, eps, mixture weights, policy files with their SHA-256) goes to
+  ``sweep.json`` under ``data``."""
+  from drjax import policies  # pylint: disable=g-import-not-at-top
+  return policies.parse(config.behavior, env)
+
+
+def data_provenance(config: SweepConfig, env) -> dict | None:
+  """``sweep.json``'s ``data`` entry for a sweep with offline agents (else ``None``): the
+  behavior's provenance and the dataset sizes (``trajectories``; VA-DRPVI also collects an
+  independent pilot of the same size)."""
+  offline = [a for a in config.agents if registry.get(a).kind == "offline"]
+  if not offline:
+    return None
+  pilot = [a for a in offline if getattr(registry.make(a, env), "needs_pilot", False)]
+  return {"behavior": behavior_of(config, env)[1], "trajectories": list(config.trajectories),
+          "collected_per_seed": max(config.trajectories), "pilot_agents": pilot,
+          "seeds": config.seeds}
+
+
+def policy_file_hashes(config: SweepConfig) -> list:
+  """The SHA-256 of every policy file ``config.behavior`` names (salts ``config_hash``, so a
+  sweep is never resumed with a changed file)."""
+  from drjax import policies  # pylint: disable=g-import-not-at-top
   b = config.behavior
-  if b == "uniform":
-    return _uniform(env.num_actions)
-  if isinstance(b, str) and b.startswith("fixed:"):
-    try:
-      a = int(b[len("fixed:"):])
-    except ValueError:
-      a = -1
-    if 0 <= a < env.num_actions:
-      return _fixed(a)
-    raise _Error("behavior", f"fixed:A needs an action A in [0, {env.num_actions - 1}], got {b!r}")
-  raise _Error("behavior", f"must be 'uniform' or 'fixed:A' (A an action index), got {b!r}")
-
-
-@functools.lru_cache(maxsize=None)
-def _uniform(num_actions):
-  return data_lib.uniform(num_actions)
-
-
-@functools.lru_cache(maxsize=None)
-def _fixed(action):
-  return data_lib.fixed(action)
+  if not isinstance(b, str) or "file=" not in b:
+    return []
+  return [policies.file_hash(p) if os.path.isfile(p) else "missing:" + p
+          for p in policies._files(b)]  # pylint: disable=protected-access
 
 
 def _source_params(env, config: SweepConfig, values: dict):

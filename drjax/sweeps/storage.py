@@ -18,7 +18,8 @@ import jax
 import numpy as np
 
 from drjax import _io
-from drjax.sweeps.config import SweepConfig, _is_int
+from drjax.sweeps.config import SweepConfig, _is_int, data_provenance, make_env, \
+    policy_file_hashes
 from drjax.sweeps.errors import SweepError, _Error
 from drjax.sweeps.grid import Layout
 
@@ -48,7 +49,22 @@ def config_hash(config: SweepConfig) -> str:
   text = _canonical(config.to_dict())
   if any(len(v) > 1 for v in config.env_params.values()):
     text += "|settings:source-slowest"
+  files = policy_file_hashes(config)  # a behavior around a saved policy: its file's content
+  if files:
+    text += "|policy-files:" + ",".join(files)
   return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _data_meta(config: SweepConfig) -> dict:
+  """``{"data": ...}``: the offline datasets' provenance (``config.data_provenance``), or ``{}``
+  for a sweep without offline agents."""
+  try:
+    prov = data_provenance(config, make_env(config))
+  except (ValueError, TypeError) as e:  # e.g. a policy file removed before a merge
+    return {"data": {"behavior": {"spec": config.behavior, "error": str(e)}}}
+  return {} if prov is None else {"data": prov}
+
+
 
 
 def _canonical(obj) -> str:
@@ -227,7 +243,7 @@ def _damaged(path: str, why: str) -> SweepError:
 def _results_meta(config: SweepConfig, lay: Layout) -> dict:
   """What ``results.parquet`` carries in its schema metadata (key ``drjax.sweep``)."""
   return {"format": FORMAT, "config": config.to_dict(), "config_hash": config_hash(config),
-          "provenance": provenance(), "layout": lay.describe()}
+          "provenance": provenance(), "layout": lay.describe(), **_data_meta(config)}
 
 
 def _read_arrays(out: str, lay: Layout, chash: str) -> dict:
@@ -259,7 +275,7 @@ def _meta(config, lay, mesh, command, *, status, timings) -> dict:
           "devices": {"count": len(devs), "kinds": sorted({d.device_kind for d in devs}),
                       "platform": devs[0].platform, "process_count": jax.process_count(),
                       "xla_flags": os.environ.get("XLA_FLAGS", "")},
-          "layout": lay.describe(), "timings": dict(timings)}
+          "layout": lay.describe(), "timings": dict(timings), **_data_meta(config)}
 
 
 def _write_meta(out, config, lay, mesh, command, *, status, timings) -> None:
