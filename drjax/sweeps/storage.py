@@ -65,8 +65,6 @@ def _data_meta(config: SweepConfig) -> dict:
   return {} if prov is None else {"data": prov}
 
 
-
-
 def _canonical(obj) -> str:
   return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
