@@ -180,12 +180,15 @@ class AgentSpec:
 
     With a new ``name``, the copy does not inherit the plot colour or the citation: ``color``
     becomes ``None`` (a colour of its own, chosen by ``register``) and ``paper`` empty, unless
-    given; ``variant_of`` records the parent's name.
+    given; ``variant_of`` records the parent's name. With a new ``hparams_type``, the declared
+    defaults are its field defaults (the parent's ``hparam_defaults`` are dropped unless given).
     """
     if "name" in changes and changes["name"] != self.name:
       changes.setdefault("color", None)
       changes.setdefault("paper", "")
       changes.setdefault("variant_of", self.name)
+    if "hparams_type" in changes:  # its field defaults are the declared ones, not the parent's
+      changes.setdefault("hparam_defaults", None)
     return dataclasses.replace(self, **changes)
 
   def bounds(self, hparam: str) -> Bounds:

@@ -1,0 +1,367 @@
+"""The open core, second pass (issue 35 item 5): re-registration and unregister, the same
+source as a module and as a path, presets that do not reach a variant, declared hyperparameter
+bounds enforced identically in make_hparams / sweeps.run / drjax sweep --hparam, the agent's own
+width in uncertainty() and sweep.json, a variant's own colour and citation, the offline figure's
+title, and the oracle written from scratch in docs/agents.md."""
+
+import importlib
+import os
+import re
+import sys
+import textwrap
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import drjax
+from drjax import plugins, style
+from drjax.agents import compose, lsvi, offline, registry
+from drjax.agents.base import QFunction
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "experiments", "custom_agent.py")
+
+
+@pytest.fixture(autouse=True)
+def _restore_registry():
+  """Every agent registered here is removed afterwards (other modules loop over the registry)."""
+  registry.names()
+  saved = dict(registry._REGISTRY)  # pylint: disable=protected-access
+  sources = dict(registry._SOURCES)  # pylint: disable=protected-access
+  loaded = dict(plugins._LOADED)  # pylint: disable=protected-access
+  yield
+  for d, old in ((registry._REGISTRY, saved), (registry._SOURCES, sources),  # pylint: disable=protected-access
+                 (plugins._LOADED, loaded)):  # pylint: disable=protected-access
+    d.clear()
+    d.update(old)
+
+
+def _variant(name, display=None, **kw):
+  return registry.get("drpvi").replace(name=name, display=display or name, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration.
+
+
+def test_registering_again_from_the_same_source_replaces_and_unregister_removes():
+  first = registry.register(_variant("again", "first"))
+  assert registry.source("again") == os.path.realpath(__file__)
+  second = registry.register(_variant("again", "second"))  # a notebook re-running its cell
+  assert registry.get("again") is second and registry.get("again").display == "second"
+  assert registry.names().count("again") == 1 and first is not second
+  assert registry.unregister("again") is second
+  assert "again" not in registry.names()
+  with pytest.raises(registry.UnknownAgentError, match="again"):
+    registry.unregister("again")
+  with pytest.raises(ValueError, match="built-in"):
+    registry.unregister("drpvi")
+
+
+def test_a_different_agent_under_a_built_in_name_is_an_error():
+  with pytest.raises(ValueError, match="'drpvi' is a built-in agent"):
+    registry.register(registry.get("pevi").replace(name="drpvi", display="not DRPVI"))
+  assert registry.get("drpvi").display == "DRPVI"
+  registry.register(registry.get("drpvi"))  # the same spec again: nothing happens
+
+
+def test_interactive_cells_replace_and_a_file_does_not(tmp_path):
+  """Code run as ``__main__`` without a file (a notebook cell, a REPL) is one source, the
+  session: re-running an edited cell replaces its agent; a file registering the same name is
+  another source (error naming both)."""
+  cell = textwrap.dedent("""
+      from drjax.agents import registry
+      registry.register(registry.get("drpvi").replace(name="cell-agent", display=DISPLAY))
+  """)
+  for n, display in enumerate(("v1", "v2")):
+    exec(compile(cell, f"<ipython-input-{n}-abc>", "exec"),  # pylint: disable=exec-used
+         {"__name__": "__main__", "DISPLAY": display})
+  assert registry.get("cell-agent").display == "v2"
+  assert registry.source("cell-agent") == registry.INTERACTIVE
+  other = tmp_path / "other_agents.py"
+  other.write_text(cell.replace("DISPLAY", "'file'"))
+  with pytest.raises(plugins.PluginError, match="already registered from the interactive"):
+    plugins.load(str(other))
+
+
+def _plugin_file(tmp_path, module, display):
+  path = tmp_path / f"{module}.py"
+  path.write_text(textwrap.dedent(f"""
+      from drjax.agents import registry
+      registry.register(registry.get("pevi").replace(name="{module}-agent", display="{display}"))
+  """))
+  return str(path)
+
+
+@pytest.mark.parametrize("module_first", [True, False])
+def test_the_same_file_as_a_module_and_as_a_path_is_one_source(tmp_path, monkeypatch,
+                                                               module_first):
+  module = f"my_agents_{int(module_first)}"
+  path = _plugin_file(tmp_path, module, "mine")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.delitem(sys.modules, module, raising=False)
+  steps = [lambda: importlib.import_module(module), lambda: plugins.load(path)]
+  for step in steps if module_first else steps[::-1]:
+    step()  # neither "already registered"
+  assert registry.get(f"{module}-agent").display == "mine"
+  assert registry.source(f"{module}-agent") == os.path.realpath(path)
+  # Another file registering the same name: an error naming both files.
+  other = tmp_path / "elsewhere"
+  other.mkdir()
+  with pytest.raises(plugins.PluginError) as e:
+    plugins.load(_plugin_file(other, module, "theirs"))
+  assert os.path.realpath(path) in str(e.value) and os.path.realpath(other) in str(e.value)
+  assert registry.get(f"{module}-agent").display == "mine"
+
+
+# ---------------------------------------------------------------------------------------------
+# A variant's colour and citation.
+
+
+def test_a_variant_gets_its_own_colour_and_citation():
+  parent = registry.get("drpvi")
+  spec = registry.register(_variant("colour-a"))
+  spec_b = registry.register(_variant("colour-b"))
+  given = registry.register(_variant("colour-c", color="tab:gray", paper="Me, 2026"))
+  others = {s.color for s in registry.specs() if s.name not in ("colour-a", "colour-b")}
+  assert spec.color not in others | {spec_b.color} and spec_b.color not in others
+  assert spec.paper == "" and spec.variant_of == "drpvi" and parent.paper.startswith("Liu & Xu")
+  assert spec.describe()["variant_of"] == "drpvi" and spec.describe()["paper"] == ""
+  assert (given.color, given.paper) == ("tab:gray", "Me, 2026")
+  assert style.color("colour-a") == spec.color != style.color("drpvi") == parent.color
+  # Re-registered from the same source: the same colour again.
+  assert registry.register(_variant("colour-a", "again")).color == spec.color
+  # A copy under the same name (no variant) keeps everything.
+  assert parent.replace(display="x").color == parent.color
+
+
+# ---------------------------------------------------------------------------------------------
+# Presets against variants.
+
+
+def test_a_preset_setting_a_variant_does_not_take_is_an_error_naming_both(capsys, tmp_path):
+  from drjax import cli, sweeps
+  registry.register(_variant("no-penalty", options=("truncation", "tie_break")))
+  common = dict(seeds=2, trajectories=(10,))
+  with pytest.raises(ValueError, match=r"bonus='notebook'.*'no-penalty'.*'penalty'"):
+    sweeps.validate(sweeps.SweepConfig(agents=("drpvi", "no-penalty"), bonus="notebook",
+                                       **common))
+  sweeps.validate(sweeps.SweepConfig(agents=("drpvi", "no-penalty"), **common))  # paper: fine
+  # Declared as not applying (its width is its own): no error.
+  registry.register(_variant("no-penalty", options=("truncation", "tie_break"),
+                             ignores=("bonus", "clip")))
+  sweeps.validate(sweeps.SweepConfig(agents=("no-penalty",), bonus="notebook", clip="notebook",
+                                     tie_break="first", **common))
+  # Every built-in agent takes the notebook preset (or declares it does not apply).
+  builtins = tuple(s.name for s in registry.specs() if registry.source(s.name) ==
+                   registry.BUILTIN and s.kind != "baseline")  # baselines take no settings
+  sweeps.validate(sweeps.SweepConfig(agents=builtins, env="random", bonus="notebook",
+                                     clip="notebook", tie_break="first", **common))
+  # The command line names the flag and the agent, in one line.
+  registry.register(_variant("no-penalty", options=("truncation", "tie_break")))
+  with pytest.raises(SystemExit) as e:
+    cli.main(["sweep", "--agents", "no-penalty", "--preset", "notebook", "--trajectories", "10",
+              "--seeds", "2", "--quiet", "--out", str(tmp_path / "s")])
+  err = capsys.readouterr().err.strip()
+  assert e.value.code == 2 and len(err.splitlines()) == 1
+  assert "--preset" in err and "'no-penalty'" in err and "penalty" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# Declared bounds.
+
+
+class BoundedHParams(NamedTuple):
+  """DRPVI's hyperparameters and two new ones: kappa in (-1, 1] (declared), tau undeclared."""
+
+  kappa: float
+  tau: float = 0.0
+  rho: float = 0.0
+  beta: float = 1.0
+  lam: float = 0.1
+  bounds = {"kappa": "(-1, 1]"}
+
+
+def kappa_beta(hp):
+  return hp.kappa * hp.beta
+
+
+def drpvi_bounded(H, d, A, **options):
+  return offline.make_agent("bounded", BoundedHParams, H, d, A, oracle=compose.TVConstrained(),
+                            scale=kappa_beta, **options)
+
+
+def _register_bounded():
+  registry.register(registry.get("drpvi").replace(
+      name="bounded", factory=drpvi_bounded, options=("tie_break",), ignores=("bonus", "clip"),
+      hparams=BoundedHParams._fields, hparams_type=BoundedHParams))
+
+
+def _three_errors(name, capsys, tmp_path, **hparams):
+  """The messages of registry.make_hparams, sweeps.run and drjax sweep --hparam for one value."""
+  from drjax import cli, sweeps
+  out = []
+  with pytest.raises(ValueError) as e:
+    registry.make_hparams(name, (3, 4, 2), **hparams)
+  out.append(str(e.value))
+  with pytest.raises(ValueError) as e:
+    sweeps.run(sweeps.SweepConfig(agents=(name,), seeds=2, trajectories=(10,),
+                                  hparams={k: (v,) for k, v in hparams.items()}),
+               out=str(tmp_path / "run"), quiet=True)
+  out.append(str(e.value))
+  flags = [f"--hparam={k}={v}" for k, v in hparams.items()]
+  with pytest.raises(SystemExit) as e:
+    cli.main(["sweep", "--agents", name, *flags, "--trajectories", "10", "--seeds", "2",
+              "--quiet", "--out", str(tmp_path / "cli")])
+  assert e.value.code == 2
+  out.append(capsys.readouterr().err.strip())
+  assert not os.path.exists(tmp_path / "run" / "sweep.json")  # refused before anything ran
+  return out
+
+
+@pytest.mark.parametrize("name,hparams,message", [
+    ("drpvi-scaled", {"kappa": -1.0},
+     "agent 'drpvi-scaled': hyperparameter kappa must be in [0, inf), got -1.0"),
+    ("bounded", {"kappa": -1.0},
+     "agent 'bounded': hyperparameter kappa must be in (-1, 1], got -1.0"),
+    ("bounded", {"kappa": 0.5, "tau": -2.0},
+     "agent 'bounded': hyperparameter tau must be in [0, inf), got -2.0"),
+    ("va-drpvi", {"var_shift": -1.0},
+     "agent 'va-drpvi': hyperparameter var_shift must be in [0, inf), got -1.0"),
+    ("we-drive-u", {"var_floor": 0.0},
+     "agent 'we-drive-u': hyperparameter var_floor must be in (0, inf), got 0.0"),
+])
+def test_bounds_are_enforced_identically_in_the_three_places(capsys, tmp_path, name, hparams,
+                                                             message):
+  plugins.load(EXAMPLE)
+  _register_bounded()
+  for got in _three_errors(name, capsys, tmp_path, **hparams):
+    assert message in got, got
+
+
+def test_declared_bounds_admit_their_range_everywhere():
+  from drjax import sweeps
+  _register_bounded()
+  hp = registry.make_hparams("bounded", (3, 4, 2), kappa=-0.5)
+  assert float(hp.kappa) == -0.5 and float(hp.tau) == 0.0
+  agent = registry.make("bounded", (3, 4, 2))
+  assert float(offline.make_hparams(agent, kappa=-0.5).kappa) == -0.5
+  with pytest.raises(ValueError, match=re.escape("(-1, 1]")):
+    offline.make_hparams(agent, kappa=1.5)  # the agent-level API reads the same declaration
+  cfg = sweeps.validate(sweeps.SweepConfig(agents=("bounded",), seeds=2, trajectories=(10,),
+                                           hparams={"kappa": (-0.5, 1.0)}))
+  assert cfg.hparams == {"kappa": (-0.5, 1.0)}
+  spec = registry.get("bounded")
+  assert str(spec.bounds("kappa")) == "(-1, 1]" and str(spec.bounds("tau")) == "[0, inf)"
+  assert not spec.bounds("kappa").contains(-1.0) and spec.bounds("kappa").contains(1.0)
+  with pytest.raises(ValueError, match="bounds must be"):
+    registry._parse_bounds("x", "[1, 0]")  # pylint: disable=protected-access
+
+
+# ---------------------------------------------------------------------------------------------
+# The agent's own width.
+
+
+def max_width(pinv, phi):
+  """A custom width: the largest coordinate term ``max_i phi_i sqrt([Lambda^-1]_ii)``."""
+  return jnp.max(phi * jnp.sqrt(jnp.diagonal(pinv))[(None,) * (phi.ndim - 1)], axis=-1)
+
+
+def _qf(H=3, d=4, seed=0):
+  k1, k2 = jax.random.split(jax.random.key(seed))
+  a = np.asarray(jax.random.normal(k1, (H, d, d)), np.float64)
+  pinv = np.einsum("hij,hkj->hik", a, a) + np.eye(d)
+  z = jnp.zeros((H, d), jnp.float32)
+  qf = QFunction(z, jnp.asarray(pinv, jnp.float32), jnp.float32(2.0), jnp.full((H,), 3.0), z, z)
+  phi = np.asarray(jax.random.uniform(k2, (5, d)), np.float64)
+  return qf, pinv, phi
+
+
+def test_uncertainty_is_the_agent_own_width():
+  qf, pinv, phi = _qf()
+  h = 1
+  custom = lsvi.make_agent("max-width", 3, 4, 2, 5, oracle=compose.TVConstrained(),
+                           width=max_width)
+  want = [max(p[i] * np.sqrt(pinv[h, i, i]) for i in range(4)) for p in phi]
+  np.testing.assert_allclose(custom.uncertainty(qf, h, jnp.asarray(phi, jnp.float32)), want,
+                             rtol=1e-5)
+  np.testing.assert_allclose(custom.bonus(qf, h, jnp.asarray(phi, jnp.float32)),
+                             2.0 * np.asarray(want), rtol=1e-5)
+  assert custom.config.bonus == f"{__name__}.max_width"
+  ls = registry.make("lsvi-ucb", (3, 4, 2), capacity=5)
+  np.testing.assert_allclose(ls.uncertainty(qf, h, jnp.asarray(phi, jnp.float32)),
+                             [np.sqrt(p @ pinv[h] @ p) for p in phi], rtol=1e-5)
+  assert ls.config.bonus == "ellipsoid"
+  dr = registry.make("dr-lsvi-ucb", (3, 4, 2), capacity=5, bonus="notebook")
+  np.testing.assert_allclose(dr.uncertainty(qf, h, jnp.asarray(phi, jnp.float32)),
+                             [np.sqrt(sum(p[i] ** 2 * pinv[h, i, i] for i in range(4)))
+                              for p in phi], rtol=1e-5)
+  assert dr.config.bonus == "notebook"
+
+
+def test_estimation_error_stays_theorem_1_for_every_agent():
+  """make_train's estimation_error is the d-rectangular width at the visited features even for
+  LSVI-UCB, whose own width (uncertainty) is the elliptical one."""
+  from drjax.envs import LinearMDP
+  env = LinearMDP()
+  params = env.make_params()
+  agent = registry.make("lsvi-ucb", env, capacity=3)
+  out = drjax.make_train(env, agent, 3, record_q=True)(
+      jax.random.key(0), registry.make_hparams("lsvi-ucb", env), params)
+  phi_tab = np.asarray(env.model(params).phi, np.float64)
+  pinv = np.asarray(out.qf.pinv, np.float64)
+  s, a = np.asarray(out.states), np.asarray(out.actions)
+  want = [sum(phi_tab[h, s[k, h], a[k, h]] @ np.sqrt(np.diagonal(pinv[k, h]))
+              for h in range(env.horizon)) for k in range(3)]
+  np.testing.assert_allclose(out.estimation_error, want, rtol=1e-5)
+
+
+def dr_lsvi_ucb_max(H, d, A, capacity, **options):
+  return lsvi.make_agent("DR-LSVI-UCB-max", H, d, A, capacity, oracle=compose.TVConstrained(),
+                         width=max_width, **options)
+
+
+def test_sweep_json_records_each_agent_width():
+  from drjax import sweeps
+  from drjax.sweeps import grid
+  registry.register(registry.get("dr-lsvi-ucb").replace(
+      name="dr-max", factory=dr_lsvi_ucb_max, options=("tie_break",), ignores=("bonus", "clip")))
+  cfg = sweeps.validate(sweeps.SweepConfig(agents=("dr-lsvi-ucb", "lsvi-ucb", "dr-max", "pevi"),
+                                           seeds=2, episodes=3, trajectories=(10,)))
+  assert grid.layout(cfg).describe()["width"] == {
+      "dr-lsvi-ucb": "paper", "lsvi-ucb": "ellipsoid", "dr-max": f"{__name__}.max_width",
+      "pevi": "ellipsoid"}
+  cfg = sweeps.validate(sweeps.SweepConfig(agents=("dr-lsvi-ucb", "drpvi"), seeds=2,
+                                           bonus="notebook", trajectories=(10,)))
+  assert grid.layout(cfg).describe()["width"] == {"dr-lsvi-ucb": "notebook", "drpvi": "notebook"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The figure's title.
+
+
+@pytest.mark.parametrize("agents,want,absent", [
+    (("drpvi",), "$N$ = 20, 50 trajectories", "$K$"),
+    (("dr-lsvi-ucb",), "$K$ = 7", "$N$"),
+    (("drpvi", "dr-lsvi-ucb"), "$K$ = 7, $N$ = 20, 50 trajectories", None),
+])
+def test_the_figure_title_names_the_data_the_runs_used(monkeypatch, tmp_path, agents, want,
+                                                       absent):
+  import pandas as pd
+  from matplotlib.figure import Figure
+  from drjax import sweeps
+  from drjax.sweeps import figure
+  titles = []
+  monkeypatch.setattr(Figure, "savefig",
+                      lambda self, *a, **k: titles.append(self.axes[0].get_title()))
+  cfg = sweeps.SweepConfig(agents=agents, seeds=3, episodes=7, trajectories=(20, 50))
+  df = pd.DataFrame(columns=["agent", "seed", "setting", "beta", "train_return", "value"])
+  summary = pd.DataFrame({"agent": list(agents), "setting": [0] * len(agents),
+                          "beta": [1.0] * len(agents), "value_mean": [1.0] * len(agents),
+                          "value_stderr": [0.1] * len(agents)})
+  figure._plot(df, summary, cfg, str(tmp_path / "x.png"))  # pylint: disable=protected-access
+  assert len(titles) == 1 and want in titles[0], titles
+  assert absent is None or absent not in titles[0]
