@@ -230,9 +230,14 @@ def test_cli_plugin_sweep_runs_resumes_and_merges(tmp_path):
 
 
 def test_cli_bad_plugin_is_one_line(tmp_path):
-  r = _drjax("plan", "--plugin", "no_such_module_xyz", cwd=tmp_path)
+  r = _drjax("sweep", "--plugin", "no_such_module_xyz", "--out", "s", cwd=tmp_path)
   assert r.returncode == 2 and "no_such_module_xyz" in r.stderr
   assert len(r.stderr.strip().splitlines()) == 1
+  # Only drjax sweep selects agents by name: the other commands refuse --plugin in one line.
+  for command in ("train", "plan", "reproduce", "bench"):
+    r = _drjax(command, "--plugin", EXAMPLE, cwd=tmp_path)
+    assert r.returncode == 2 and "only drjax sweep" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_entry_point_plugins_load_lazily(tmp_path, monkeypatch):

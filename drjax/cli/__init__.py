@@ -93,11 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
   _add_plan_parser(sub)
   _add_bench_parser(sub)
   _add_sweep_parser(sub)
-  for p in sub.choices.values():
-    p.add_argument("--plugin", action="append", default=None, metavar="MODULE_OR_FILE",
-                   help="load a plugin first (a module name or a .py file that registers agents "
-                        "or environments; repeatable; drjax sweep records it in sweep.json)")
+  sub.choices["sweep"].add_argument(
+      "--plugin", action="append", default=None, metavar="MODULE_OR_FILE",
+      help="load a plugin first (a module name or a .py file that registers agents or "
+           "environments; repeatable); recorded in sweep.json, so --resume and --merge load it "
+           "again")
   return parser
+
+
+# The commands that select agents and environments by name, so the only ones that see plugins:
+# ``train``, ``plan``, ``reproduce`` and ``bench`` run drjax's own algorithms and environments.
+PLUGIN_COMMANDS = ("sweep",)
 
 
 def _plugin_args(argv) -> list[str]:
@@ -116,6 +122,12 @@ def _load_plugins(argv) -> None:
   specs = _plugin_args(argv)
   if not specs:
     return
+  command = next((a for a in argv if not a.startswith("-")), None)
+  if command not in PLUGIN_COMMANDS and command in _COMMANDS:
+    print(f"drjax {command}: error: --plugin: only drjax sweep selects agents and environments "
+          f"by name ({command} runs drjax's built-in algorithms and environments); run a "
+          "plugin's agent with drjax sweep --plugin MODULE_OR_FILE --agents NAME", file=sys.stderr)
+    raise SystemExit(2)
   from drjax import plugins  # pylint: disable=g-import-not-at-top
   for spec in specs:
     try:
@@ -123,6 +135,9 @@ def _load_plugins(argv) -> None:
     except (plugins.PluginError, TypeError) as e:
       print(f"drjax: error: --plugin: {e}", file=sys.stderr)
       raise SystemExit(2) from None
+
+
+_COMMANDS = ("reproduce", "train", "plan", "bench", "sweep")
 
 
 def main(argv=None) -> int:
