@@ -40,21 +40,37 @@ REWARDS = ("theta", "regressed")
 
 
 class StepInputs(NamedTuple):
-  """What a dual oracle sees at step ``h`` (single instance; fields may be traced).
+  """What a dual oracle sees at step ``h``: ``oracle(x: StepInputs, hp) -> (nu [d], alpha [d])``.
+
+  One run, one step (the engine vmaps over runs, so shapes carry no batch axis); array fields
+  may be traced. The oracle's second argument ``hp`` is the agent's whole hyperparameter
+  ``NamedTuple`` of the run (``hparams_type``): ``hp.rho`` and ``hp.reg_weight`` are ``[H, d]``
+  (index the step: ``hp.rho[x.h]``, ``[d]``), ``hp.beta``, ``hp.lam`` and a plugin's own fields
+  ``[]``. ``nu[i]`` is the robust adjustment of coordinate i (``w_h = theta_h + nu`` with the
+  known reward), ``alpha[i]`` the maximizing dual variable (reported in ``QFunction.alpha``; zeros
+  where there is none). docs/agents.md writes one from scratch.
 
   Attributes:
-    h: the 0-based step (a Python int when the induction is unrolled, else a traced int).
-    pinv: ``[d, d]`` ``Lambda_h^-1``.
-    g: ``[n, d]`` atom weights.
-    v: ``[n]`` ``V_{h+1}`` at the atoms' next states (0 at unused atoms).
-    mask: ``[n]`` atoms in use, or ``None`` (all).
-    vmin: ``[]`` ``m = min_{s'} V_{h+1}(s')`` of the general dual, or ``None`` (the fail-state
-      form, ``m = 0``); computed only for oracles with ``uses_vmin``.
-    reward_sum: ``[d]`` ``sum phi r`` when the reward is regressed, else zeros.
-    top_next: ``[]`` the truncation level of step ``h + 1`` (the largest ``V_{h+1}``).
-    horizon: ``H`` (static).
-    operator: ``[d, n]`` a precomputed ``Lambda_h^-1 g^T`` (the online Sherman-Morrison form) or
-      ``None``.
+    h: the 0-based step in ``[0, H - 2]`` (the last step calls no oracle): a Python ``int`` when
+      the induction is unrolled (``H - 1 <= 4``), else a traced ``int32``; index with it, never
+      branch on it in Python.
+    pinv: ``[d, d]`` ``Lambda_h^-1`` (the ridge inverse of step h's Gram matrix).
+    g: ``[n, d]`` atom weights: one row per transition of step h (buffer form: its features
+      ``phi``, zero at unused slots; VA-DRPVI: scaled by its variance weights) or per next state
+      (sufficient statistics: ``sum`` of the features that led to it), so that
+      ``Lambda_h^-1 g^T f(v)`` is the ridge regression of ``f(V_{h+1})``.
+    v: ``[n]`` ``V_{h+1}`` at the atoms' next states (0 at unused atoms, and at the fail
+      state when the agent zeroes it, ``fail_zero``).
+    mask: ``[n]`` bool, the atoms in use (buffer slots filled so far), or ``None`` (all).
+    vmin: ``[]`` ``m = min_{s'} V_{h+1}(s')`` of the general TV dual, or ``None`` (the fail-state
+      form, ``m = 0``); computed only for oracles with ``uses_vmin`` (a plain function: yes).
+    reward_sum: ``[d]`` ``sum_tau phi_tau r_tau`` when the reward is regressed and the oracle
+      regresses it itself (``regresses_reward``), else zeros.
+    top_next: ``[]`` the truncation level of step ``h + 1`` (the largest ``V_{h+1}`` can be).
+    horizon: ``H`` (a Python int, static).
+    operator: ``[d, n]`` a precomputed ``Lambda_h^-1 g^T`` (the online agents' Sherman-Morrison
+      form keeps it up to date) or ``None``: use it in place of ``pinv @ g.T`` when given
+      (``pieces.tv_oracle(..., operator=x.operator)``).
   """
 
   h: Any

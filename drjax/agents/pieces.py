@@ -207,8 +207,24 @@ def tv_oracle(pinv: Array, g: Array, v: Array, rho: Array, horizon, *, vmin=None
               grid: Array | None = None, monotone: bool = False) -> tuple[Array, Array]:
   """TV-constrained dual oracle: ``nu_i = max_{alpha in [0,H]} z_i(alpha) - rho_i (alpha -
   min(m, alpha))``, ``z(alpha) = Lambda^-1 sum_n g_n min(v_n, alpha)``; exact over the kinks
-  (``duals_tv.alpha_max_atoms``). ``vmin=None``: the fail-state form ``m = 0``. ``monotone``:
-  ``z_i`` made nondecreasing in alpha first (``duals_tv.monotone_candidates``; opt-in)."""
+  (``duals_tv.alpha_max_atoms``).
+
+  Args:
+    pinv: ``[d, d]`` ``Lambda_h^-1`` (``StepInputs.pinv``).
+    g: ``[n, d]`` atom weights; v: ``[n]`` ``V_{h+1}`` at the atoms (``StepInputs.g``, ``.v``).
+    rho: ``[d]`` the step's radii (``hp.rho[x.h]``).
+    horizon: H, the upper end of alpha's range.
+    vmin: ``[]`` ``m`` of the general dual, or ``None``: the fail-state form ``m = 0``.
+    operator: ``[d, n]`` a precomputed ``Lambda_h^-1 g^T`` (``StepInputs.operator``, the online
+      Sherman-Morrison form), used in place of ``pinv @ g.T``; ``None``: computed from them.
+    method: ``"exact"`` (over the breakpoints), ``"grid"`` or ``"exact+grid"`` (with ``grid``,
+      ``duals_tv.make_grid``).
+    monotone: ``z_i`` made nondecreasing in alpha first (``duals_tv.monotone_candidates``;
+      opt-in).
+
+  Returns:
+    ``(nu [d], alpha [d])``, an oracle's output.
+  """
   return duals_tv.alpha_max_atoms(pinv, g, v, rho, horizon, method=method, grid=grid,
                                   operator=operator, vmin=vmin, monotone=monotone)
 
