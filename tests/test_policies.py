@@ -167,3 +167,29 @@ def test_sweep_provenance_and_resume_identity(learned, tmp_path):
   assert sweeps.config_hash(cfg2) != h0
   with pytest.raises(SweepError, match="behavior"):
     sweeps.validate(sweeps.SweepConfig(**{**cfg.__dict__, "behavior": "mix:2*uniform+x"}))
+
+
+def test_save_from_sweep_uses_the_sweeps_keys(tmp_path):
+  env = RandomLinearMDP()
+  cfg = sweeps.SweepConfig(env="random", agents=("lsvi-ucb",), seeds=2, episodes=12,
+                           beta=(0.5,), lam=(0.2,), dtype="float64")
+  path = str(tmp_path / "stage1.npz")
+  meta = policies.save_from_sweep(cfg, path)
+  assert meta["num_policies"] == 2 and meta["agent"] == "lsvi-ucb"
+  assert meta["metadata"]["created_by"] == "drjax sweep --save-policies"
+  assert meta["metadata"]["hparams"]["beta"] == 0.5 and meta["metadata"]["episodes"] == 12
+  # policy s is make_train's with the sweep's key of seed s (an independent call)
+  params = env.sample_params(jax.random.key(0))
+  agent = registry.make("lsvi-ucb", env, capacity=12)
+  hp = registry.make_hparams("lsvi-ucb", env, beta=0.5, lam=0.2)
+  for s in (0, 1):
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(0), s), 0)
+    want = make_train(env, agent, 12)(key, hp, params).final_qf
+    got, _ = policies.load(path, index=s)
+    np.testing.assert_allclose(np.asarray(got.w), np.asarray(want.w), rtol=1e-9, atol=1e-9)
+  with pytest.raises(SweepError, match="one setting"):
+    policies.save_from_sweep(sweeps.SweepConfig(env="random", agents=("lsvi-ucb",), seeds=1,
+                                                episodes=5, beta=(0.5, 1.0)), path)
+  with pytest.raises(SweepError, match="agents"):
+    policies.save_from_sweep(sweeps.SweepConfig(env="random", agents=("lsvi-ucb", "pevi"),
+                                                seeds=1, episodes=5), path)

@@ -81,8 +81,11 @@ def _add_sweep_parser(sub) -> None:
                       "agents that declare it; the others ignore it. A declared hyperparameter "
                       "without a default must be given here")
   g.add_argument("--behavior", default=None, metavar="POLICY",
-                 help="offline agents' behavior policy: uniform (default) or fixed:A (always "
-                      "action A; fixed:1 holds the put option)")
+                 help="offline agents' behavior policy: uniform (default), fixed:A (always "
+                      "action A; fixed:1 holds the put option), eps-greedy:file=PATH,eps=E"
+                      "[,mode=greedy|played][,index=I] (epsilon-greedy around a saved policy, "
+                      "see --save-policies) or mix:W1*SPEC1+W2*SPEC2 (each trajectory from one "
+                      "component, drawn with the weights); recorded in sweep.json (data)")
   g.add_argument("--rho-at", nargs="+", default=None, metavar="H,I",
                  help="1-indexed positions (h, i) that get the rho value, e.g. 1,4 for the "
                       "paper's rho_1,4 (default: every position)")
@@ -129,6 +132,11 @@ def _add_sweep_parser(sub) -> None:
   e.add_argument("--part", default=None, metavar="I/N",
                  help="run only the I-th of N slices of the chunks (job arrays); then --merge")
   e.add_argument("--merge", action="store_true", help="assemble DIR's finished parts")
+  e.add_argument("--save-policies", default=None, metavar="PATH",
+                 help="stage 1 of a learned behavior: after the sweep, learn its agent's policy "
+                      "at its single setting in the source again, one per seed (the sweep's "
+                      "keys), and save them to PATH (.npz, drjax-policy/1) for --behavior "
+                      "eps-greedy:file=PATH,eps=E,index=I (one agent and one setting only)")
   e.add_argument("--from", dest="from_", default=None, metavar="SWEEP.JSON",
                  help="rerun the sweep stored in a sweep.json (with --out DIR2)")
   e.add_argument("--seed-ids", nargs="+", default=None, metavar="J",
@@ -412,10 +420,32 @@ def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, comma
     cfg.setdefault("dtype", "float32")  # the command computes in float32 unless --x64
     jax.config.update("jax_enable_x64", cfg["dtype"] == "float64")
     config = sweeps.SweepConfig.from_dict(cfg)
+    if args.save_policies is not None:  # checked before the sweep runs
+      from drjax import policies  # pylint: disable=g-import-not-at-top
+      if part is not None:
+        parser.error("--save-policies: run it without --part")
+      _check_one_setting(sweeps, config)
     sweeps.run(config, out=args.out, devices=args.devices, part=part, overwrite=args.overwrite,
                quiet=args.quiet, command=command, csv=args.csv)
+    if args.save_policies is not None:
+      meta = policies.save_from_sweep(config, args.save_policies)
+      if not args.quiet:
+        print(f"[drjax] saved {meta['num_policies']} {meta['agent']} policies to "
+              f"{args.save_policies}")
   except ValueError as e:
     if not hasattr(e, "field"):
       raise
     fail(e)
   return 0
+
+def _check_one_setting(sweeps, config) -> None:
+  """``--save-policies``: one agent and one setting (``SweepError`` naming the field)."""
+  from drjax.sweeps.grid import _grid  # pylint: disable=g-import-not-at-top
+  cfg = sweeps.validate(config)
+  if len(cfg.agents) != 1:
+    raise sweeps.SweepError("agents", f"--save-policies learns one agent's policies; got "
+                                      f"{len(cfg.agents)} agents ({', '.join(cfg.agents)})")
+  n = len(_grid(cfg, sweeps.make_env(cfg), cfg.agents[0]).beta)
+  if n != 1:
+    raise sweeps.SweepError("rho", f"--save-policies needs one setting (one value of rho, beta, "
+                                   f"lam, the source parameters and the sizes), got {n}")
