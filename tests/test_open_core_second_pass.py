@@ -365,3 +365,32 @@ def test_the_figure_title_names_the_data_the_runs_used(monkeypatch, tmp_path, ag
   figure._plot(df, summary, cfg, str(tmp_path / "x.png"))  # pylint: disable=protected-access
   assert len(titles) == 1 and want in titles[0], titles
   assert absent is None or absent not in titles[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/agents.md writes an oracle from scratch: its block runs and is DRPVI at cap = H.
+
+
+def _docs_block(marker):
+  with open(os.path.join(ROOT, "docs", "agents.md"), encoding="utf-8") as f:
+    blocks = re.findall(r"^```python\n(.*?)^```", f.read(), re.S | re.M)
+  found = [b for b in blocks if marker in b]
+  assert len(found) == 1, f"docs/agents.md has {len(found)} blocks with {marker!r}"
+  return found[0]
+
+
+def test_the_docs_oracle_written_from_scratch_runs_and_is_drpvi_at_cap_h(capsys):
+  from drjax import sweeps
+  block = _docs_block("def capped_tv(")
+  exec(compile(block, "docs/agents.md", "exec"), {"__name__": "docs_agents"})  # pylint: disable=exec-used
+  lines = capsys.readouterr().out.strip().splitlines()
+  gap = float(lines[0].rsplit(":", 1)[1])
+  alpha = float(lines[1].rsplit(":", 1)[1])
+  assert gap < 1e-4, lines  # the brute force over the kinks is the built-in exact dual
+  assert alpha == pytest.approx(0.5), lines  # the cap binds
+  # Its penalty follows the preset (it takes the option), and cap's bounds are declared.
+  assert registry.make("drpvi-capped", (3, 4, 2), penalty="notebook").config.penalty == "notebook"
+  sweeps.validate(sweeps.SweepConfig(agents=("drpvi-capped",), seeds=2, trajectories=(10,),
+                                     bonus="notebook", hparams={"cap": (0.5, 3.0)}))
+  with pytest.raises(ValueError, match=re.escape("cap must be in [0, inf), got -1.0")):
+    registry.make_hparams("drpvi-capped", (3, 4, 2), cap=-1.0)
