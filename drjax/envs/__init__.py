@@ -1,4 +1,6 @@
-"""Environments: the interface and the paper's two experiments plus random linear DRMDPs, and
+"""Environments: the interface and the paper's two experiments plus random linear DRMDPs, the
+cliff-side traverse where robustness changes the route (``ledge``, ``ledge-grid``:
+``drjax.envs.ledge``), and
 gymnax's classic control (``cartpole``, ``acrobot``, ``mountain-car``, ``pendulum``; the optional
 ``gymnax`` extra, imported only when one of them is built: ``drjax.envs.gymnax_env``).
 
@@ -10,9 +12,17 @@ gymnax's classic control (``cartpole``, ``acrobot``, ``mountain-car``, ``pendulu
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
+from drjax.envs.ledge import (
+    Ledge,
+    LedgeGrid,
+    LedgeGridParams,
+    LedgeGridState,
+    LedgeParams,
+    LedgeState,
+)
 from drjax.envs.linear_mdp import (
     LinearMDP,
     LinearMDPParams,
@@ -53,6 +63,8 @@ _REGISTRY = {
     "linear-mdp": LinearMDP,
     "put-option": PutOption,
     "random": RandomLinearMDP,
+    "ledge": Ledge,
+    "ledge-grid": LedgeGrid,
     **{n: _gymnax(n) for n in _GYMNAX},
 }
 
@@ -68,6 +80,11 @@ class SweepSpec(NamedTuple):
   # name, values)`` takes the family's name. Empty: the single family ``target``, called as
   # ``target_params(src, values)``.
   targets: tuple = ()
+  # Recommended hyperparameters: ``hparams(env) -> {agent name or kind: {"beta": b, "lam": l}}``
+  # (``drjax.envs.recommend``), what ``SweepConfig.beta`` / ``lam`` = None resolve to.
+  hparams: Callable | None = None
+  # The policies a sweep evaluates by default (``SweepConfig.eval_modes``; None: played only).
+  eval_modes: tuple | None = None
 
 
 # Keyed by the registered names (``make``), in the same order.
@@ -78,7 +95,19 @@ SWEEP_SPECS = {
     "random": SweepSpec(("num_states", "num_actions", "feature_dim", "horizon", "features",
                          "sparsity", "feature_concentration", "factor_concentration",
                          "factor_support", "structure"), ("instance",), None, sampled=True),
+    # The cliff-side traverse (drjax.envs.ledge): target_params(src, NAME, values).
+    "ledge": SweepSpec(("horizon", "num_rows", "rock_rows", "split", "start_row", "features",
+                        "centers_per_dim", "width", "tiles_per_dim", "num_tilings", "obs_dims"),
+                       ("wind", "gust", "jitter", "safe_reward"), "wind",
+                       targets=("wind", "gust", "jitter")),
+    "ledge-grid": SweepSpec(("horizon", "num_rows", "rock_rows", "split", "start_row"),
+                            ("wind", "safe_reward"), "wind", targets=("wind",)),
 }
+def _online_hparams(env) -> dict:
+  from drjax.envs import recommend  # pylint: disable=g-import-not-at-top
+  return recommend.online_hparams(env)
+
+
 # gymnax (lazily: the names only): the source physics of the target families may be swept too.
 _GYMNAX_ARGS = ("horizon", "features", "centers_per_dim", "width", "tiles_per_dim", "num_tilings",
                 "obs_dims")
@@ -91,7 +120,8 @@ _GYMNAX_TARGETS = {
 for _n, _t in _GYMNAX_TARGETS.items():
   SWEEP_SPECS[_n] = SweepSpec(_GYMNAX_ARGS + (("num_torques",) if _n == "pendulum" else ()), _t,
                               _t[0], targets=_t + (("link_length", "link_mass")
-                                                   if _n == "acrobot" else ()))
+                                                   if _n == "acrobot" else ()),
+                              hparams=_online_hparams, eval_modes=("played", "greedy"))
 del _n, _t
 
 
@@ -125,7 +155,9 @@ def make(name: str, **kwargs) -> Environment:
   Args:
     name: ``"linear-mdp"`` (``LinearMDP``, no kwargs), ``"put-option"`` (``PutOption``:
       ``num_anchors``, ``horizon``, ``variant``), ``"random"`` (``RandomLinearMDP``:
-      ``num_states``, ``num_actions``, ``feature_dim``, ``horizon``) or a gymnax environment,
+      ``num_states``, ``num_actions``, ``feature_dim``, ``horizon``), ``"ledge"`` (``Ledge``) /
+      ``"ledge-grid"`` (``LedgeGrid``: ``horizon``, ``num_rows``, ``rock_rows``, ``split``,
+      ``start_row``; ``Ledge`` also the features) or a gymnax environment,
       ``"cartpole"``, ``"acrobot"``, ``"mountain-car"``, ``"pendulum"`` (``GymnaxEnv``:
       ``horizon``, ``features``, ...; needs ``pip install -e ".[gymnax]"``).
     **kwargs: static constructor arguments (params are built with ``env.make_params``).
@@ -141,6 +173,12 @@ def make(name: str, **kwargs) -> Environment:
 __all__ = [
     "Environment",
     "FiniteEnvironment",
+    "Ledge",
+    "LedgeGrid",
+    "LedgeGridParams",
+    "LedgeGridState",
+    "LedgeParams",
+    "LedgeState",
     "LinearMDP",
     "LinearMDPParams",
     "LinearMDPState",
