@@ -273,9 +273,9 @@ def test_license_is_apache_2():
 def test_readme_is_short_and_starts_with_the_setup():
   with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
     text = f.read()
-  # a README for users: the rest lives in docs/ (the issue's budget: about 15 KB)
-  prose = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-  assert len(prose.encode()) < 16_000, len(prose.encode())
+  # a README for users: the rest lives in docs/ (issues 19 and 36: about 15 KB). The whole file,
+  # source markers included: measured on the prose alone (< 16,000) it grew to 17.6 KB.
+  assert len(text.encode()) < 15_000, len(text.encode())
   # the Quickstart's first block starts with exactly the two set-up commands
   m = re.search(r"^#+\s*Quick\s*start.*?$", text, re.I | re.M)
   block = re.search(r"```[a-z]*\n(.*?)```", text[m.end():], re.S).group(1)
