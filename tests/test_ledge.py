@@ -307,3 +307,30 @@ def test_a_learned_agent_runs_through_the_sweep():
   assert len(df) == 2 * 3
   assert sorted(df.target_wind.unique()) == [0.0, 0.25, 0.5]
   assert df.value.between(0, 1).all() and df.train_return.between(0, 1).all()
+
+
+def test_the_docs_quote_the_exact_answer():
+  import os  # pylint: disable=g-import-not-at-top
+  import re  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with open(os.path.join(root, "docs", "environments.md"), encoding="utf-8") as f:
+    text = f.read()
+  env = LedgeGrid()
+  src = env.default_params()
+  rows = re.findall(r"^\| ([0-9.]+) \| (ledge|plateau) \| ([0-9.]+) \|$", text, re.M)
+  assert len(rows) >= 5
+  for (rho, route, value), (_, got_route, got_value) in zip(
+      rows, ledge.route_table(env, src, [float(r[0]) for r in rows])):
+    assert route == got_route and float(value) == round(got_value, 4), rho
+  rc, wc = ledge.critical_rho(env, src), ledge.critical_wind(env, src)
+  assert f"`rho < {rc:.4f}`" in text and f"`rho_c = 1 - wind / wind_c = {rc:.4f}`" in text
+  assert f"safe_reward^(1/k) = {wc:.4f}`" in text
+  assert [ledge.route(env, env.make_params(wind=w)) for w in (0.1, 0.15)] == ["ledge", "plateau"]
+  for sr, quoted in ((0.4, "`rho_c =\n0.4028` (`wind_c = 0.1674`)"), (0.6, "(`wind_c = 0.0971`)")):
+    p = env.make_params(safe_reward=sr)
+    assert quoted in text
+    nums = [float(x) for x in re.findall(r"0\.\d{4}", quoted)]
+    got = [ledge.critical_wind(env, p)] if len(nums) == 1 else [ledge.critical_rho(env, p),
+                                                                 ledge.critical_wind(env, p)]
+    assert nums == [round(x, 4) for x in got]
+  assert ledge.critical_rho(env, env.make_params(safe_reward=0.6)) is None
