@@ -138,3 +138,12 @@ def test_monotone_is_opt_in_and_checked():
     offline.va_drpvi(2, 2, 2, variance="alg2", monotone=True)
   with pytest.raises(TypeError, match="monotone"):
     duals_tv.alpha_max_atoms(jnp.eye(2), jnp.eye(2), jnp.ones(2), 0.0, 1.0, monotone="yes")
+
+
+def test_registry_names_the_option():
+  from drjax.agents import registry
+  mono = registry.make("drpvi-mono", (3, 4, 2))
+  assert mono.name == "DRPVI-mono" and mono.fit is registry.make("drpvi", (3, 4, 2),
+                                                                  monotone=True).fit
+  assert registry.make("drpvi", (3, 4, 2)).name == "DRPVI"  # the paper's estimator by default
+  assert registry.NOMINAL["drpvi-mono"] == "pevi"

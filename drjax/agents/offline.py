@@ -126,10 +126,19 @@ def drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "p
   _check_options(horizon, feature_dim, num_actions, penalty, truncation, vmin, fail_zero,
                  tie_break)
   monotone = _checks.boolean("monotone", monotone)
-  return make_agent("DRPVI", DRPVIHParams, horizon, feature_dim, num_actions,
+  return make_agent("DRPVI-mono" if monotone else "DRPVI", DRPVIHParams, horizon, feature_dim,
+                    num_actions,
                     oracle=compose.TVConstrained(monotone=monotone), width=penalty, truncation=truncation,
                     reward=reward, vmin=vmin, fail_zero=fail_zero, tie_break=tie_break,
                     known=known)
+
+
+def drpvi_monotone(horizon: int, feature_dim: int, num_actions: int, **options) -> OfflineAgent:
+  """``drpvi(..., monotone=True)``: DRPVI with ``z_i`` made nondecreasing in alpha before the
+  maximization (an opt-in deviation; registry name ``drpvi-mono``, display ``DRPVI-mono``)."""
+  if "monotone" in options:
+    raise ValueError("drpvi_monotone is drpvi(monotone=True); do not pass monotone")
+  return drpvi(horizon, feature_dim, num_actions, monotone=True, **options)
 
 
 def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",

@@ -528,12 +528,14 @@ def _defaults(*names) -> dict:
 # takes the other through its ``reward`` option (``make(name, env, reward="regressed")``).
 # Agents that a robust agent is compared with: its nominal counterpart (``SweepConfig.controls``).
 NOMINAL = {"dr-lsvi-ucb": "lsvi-ucb", "we-drive-u": "lsvi-ucb", "drpvi": "pevi",
+           "drpvi-mono": "pevi",
            "va-drpvi": "pevi", "r2pvi-tv": "pevi", "r2pvi-kl": "pevi", "r2pvi-chi2": "pevi",
            "drvi-l": "pevi"}
 
 
 BUILTIN_REWARDS = {"dr-lsvi-ucb": "theta", "lsvi-ucb": "regressed", "pevi": "regressed",
-                   "drpvi": "theta", "va-drpvi": "theta", "r2pvi-tv": "theta",
+                   "drpvi": "theta", "drpvi-mono": "theta", "va-drpvi": "theta",
+                   "r2pvi-tv": "theta",
                    "r2pvi-kl": "theta", "r2pvi-chi2": "theta", "drvi-l": "theta",
                    "we-drive-u": "theta"}
 
@@ -553,7 +555,7 @@ def reward_source(name: str, **options) -> str | None:
 
 
 def _register_builtins() -> None:
-  """The ten built-in agents and the three baselines."""
+  """The eleven built-in agents and the three baselines."""
   online_opts = ("bonus", "alpha", "grid_size", "tie_break", "solver", "known", "reward")
   register(AgentSpec(
       "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
@@ -574,13 +576,19 @@ def _register_builtins() -> None:
   register(AgentSpec(
       "drpvi", "DRPVI", "offline", "tv", "constrained", ("rho", "beta", "lam"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 1)", _lazy("drjax.agents.offline", "drpvi"),
-      robust_opts, "tab:orange", hparam_defaults=_defaults("rho", "beta", "lam"),
+      robust_opts + ("monotone",), "tab:orange", hparam_defaults=_defaults("rho", "beta", "lam"),
       ignores=("clip",)))
+  register(AgentSpec(
+      "drpvi-mono", "DRPVI-mono", "offline", "tv", "constrained", ("rho", "beta", "lam"),
+      "DRPVI with z_i(alpha) made monotone before the max (a deviation, docs/presets.md)",
+      _lazy("drjax.agents.offline", "drpvi_monotone"), robust_opts, "darkgoldenrod",
+      hparam_defaults=_defaults("rho", "beta", "lam"), ignores=("clip",)))
   register(AgentSpec(
       "va-drpvi", "VA-DRPVI", "offline", "tv", "constrained",
       ("rho", "beta", "lam", "var_shift"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 3; Algorithm 2 as variance='alg2')",
-      _lazy("drjax.agents.offline", "va_drpvi"), robust_opts + ("variance", "grid_size"),
+      _lazy("drjax.agents.offline", "va_drpvi"),
+      robust_opts + ("variance", "grid_size", "monotone"),
       "tab:purple", needs_pilot=True, hparam_defaults=_defaults("rho", "beta", "lam", "var_shift"),
       ignores=("clip",)))
   for div, display, color in (("tv", "R2PVI-TV", "tab:olive"), ("kl", "R2PVI-KL", "tab:cyan"),
