@@ -147,7 +147,7 @@ def test_continuous_env_moves_row_for_row_as_the_grid(geom):
   def both(u, h, r, a):  # u < wind: a gust
     h = h.astype(jnp.int32)
     cs = ledge.LedgeState(y=(r + 0.5) * cont.dy, fail=jnp.asarray(False), h=h)
-    c2, cr, _ = cont.step_given((u, jnp.zeros(())), cs, a, cp)
+    c2, cr, _ = cont.step_given(jnp.stack([u, jnp.zeros(())]), cs, a, cp)
     g2, gr, _ = grid.step_given(u, ledge.LedgeGridState(s=r.astype(jnp.int32), h=h), a, gp)
     row = jnp.where(c2.fail, N, jnp.floor(c2.y / cont.dy).astype(jnp.int32))
     return row, g2.s, cr, gr
@@ -227,7 +227,7 @@ def test_continuous_env_basics():
       env2.default_params()), grid, 3)
   # steering toward the edge from the ledge is a fall; the fail state is absorbing, zero-valued
   st = ledge.LedgeState(y=jnp.asarray(0.1), fail=jnp.asarray(False), h=jnp.asarray(2, jnp.int32))
-  s1, r1, _ = step_given((jnp.asarray(0.9), jnp.asarray(0.0)), st, 0, params)
+  s1, r1, _ = step_given(jnp.asarray([0.9, 0.0]), st, 0, params)
   assert bool(s1.fail) and float(r1) == 0.0 and bool(env.is_fail(s1, params))
   s2, r2, _ = step(jax.random.key(1), s1._replace(h=jnp.asarray(9, jnp.int32)), 2, params)
   assert bool(s2.fail) and float(r2) == 0.0 and float(s2.y) == float(s1.y)
@@ -236,7 +236,7 @@ def test_continuous_env_basics():
   for y, want in ((0.1, 1.0), (0.3, 0.0), (0.7, 0.5)):
     for h, w in ((9, want), (8, 0.0)):
       st = ledge.LedgeState(y=jnp.asarray(y), fail=jnp.asarray(False), h=jnp.asarray(h, jnp.int32))
-      _, r, done = step_given((jnp.asarray(0.9), jnp.asarray(0.0)), st, 1, params)
+      _, r, done = step_given(jnp.asarray([0.9, 0.0]), st, 1, params)
       assert float(r) == w and bool(done) == (h == 9)
 
 
@@ -334,3 +334,25 @@ def test_the_docs_quote_the_exact_answer():
                                                                  ledge.critical_wind(env, p)]
     assert nums == [round(x, 4) for x in got]
   assert ledge.critical_rho(env, env.make_params(safe_reward=0.6)) is None
+
+
+@pytest.mark.parametrize("which", ["ledge", "ledge-grid"])
+def test_step_equals_step_given_its_noise(which):
+  env = envs.make(which)
+  params = env.default_params()
+
+  def both(key, y, h, a):
+    if which == "ledge":
+      s = ledge.LedgeState(y=y, fail=jnp.asarray(False), h=h)
+    else:
+      s = ledge.LedgeGridState(s=(y * 5).astype(jnp.int32), h=h)
+    return env.step(key, s, a, params), env.step_given(env.step_noise(key, params), s, a, params)
+
+  n = 64
+  keys = jax.random.split(jax.random.key(5), n)
+  ys = jax.random.uniform(jax.random.key(6), (n,))
+  hs = jnp.arange(n, dtype=jnp.int32) % env.horizon
+  a_s = jnp.arange(n, dtype=jnp.int32) % 3
+  one, two = jax.jit(jax.vmap(both))(keys, ys, hs, a_s)
+  for x, y in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(two)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

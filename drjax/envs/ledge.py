@@ -395,22 +395,25 @@ class Ledge(_Geometry, Environment):
     _checks.key("key", key)
     return self.step_given(self.step_noise(key, params), state, action, params)
 
-  def step_noise(self, key: chex.PRNGKey, params: LedgeParams) -> tuple[Array, Array]:
-    """``(u, eps)``: the gust's uniform draw (a gust iff ``u < wind``) and the standard normal
-    steering error (scaled by ``jitter``)."""
+  def step_noise(self, key: chex.PRNGKey, params: LedgeParams) -> Array:
+    """``[2]`` ``(u, eps)``: the gust's uniform draw (a gust iff ``u < wind``) and the standard
+    normal steering error (scaled by ``jitter``). One array, not a pair: the training loop slices
+    the noise of all episodes along its leading axis."""
     _checks.key("key", key)
     _checks.params_type(params, LedgeParams, "Ledge")
     dtype = jnp.result_type(params.wind, params.jitter)
     k_u, k_e = jax.random.split(key)
-    return jax.random.uniform(k_u, (), dtype), jax.random.normal(k_e, (), dtype)
+    return jnp.stack([jax.random.uniform(k_u, (), dtype), jax.random.normal(k_e, (), dtype)])
 
   def step_given(self, noise, state: LedgeState, action: Array,
                  params: LedgeParams) -> tuple[LedgeState, Array, Array]:
-    """``step`` given its random numbers ``noise = step_noise(key, params)``."""
+    """``step`` given its random numbers ``noise = step_noise(key, params)`` (``[2]``: ``u``,
+    ``eps``)."""
     _check_state(state, LedgeState, self)
     _checks.index("action", action, self.num_actions, "(action)")
     _checks.params_type(params, LedgeParams, "Ledge")
-    u, eps = noise
+    _checks.array("noise", noise, (2,), "[2] (u, eps) from step_noise")
+    u, eps = noise[0], noise[1]
     y = state.y
     push = jnp.where(u < params.wind, params.gust, jnp.zeros_like(params.gust)).astype(y.dtype)
     y2, failed = self._move(y, state.h, action, push, (params.jitter * eps).astype(y.dtype))
