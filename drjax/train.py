@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from drjax import _checks
 from drjax._precision import exact_matmuls
@@ -339,13 +340,15 @@ SWEEP_OUTPUTS = ("returns", "actions", "states", "estimation_error", "final_qf")
 @functools.lru_cache(maxsize=None)
 def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params_batched: bool,
                     form: str, outputs: tuple, num_seeds: int, batch: tuple):
-  """``jit(key, flat hparams, params -> outputs [*batch, num_seeds, ...])``: the key split and the
-  final reshape are inside the program (no eager dispatches per call)."""
+  """``jit(key, hparams, params -> outputs [*batch, num_seeds, ...])``: the hyperparameters'
+  broadcast, the key split and the final reshape are inside the program (no eager dispatches per
+  call)."""
   train = make_train(env, agent, num_episodes, record_q=record_q, form=form, outputs=outputs)
   over_seeds = jax.vmap(train, in_axes=(0, None, 0 if params_batched else None))
   over_hp = jax.vmap(over_seeds, in_axes=(None, 0, None))
 
-  def run(key, flat, params):
+  def run(key, hparams, params):
+    flat, _ = _broadcast(hparams, env.horizon, env.feature_dim)
     out = over_hp(jax.random.split(key, num_seeds), flat, params)
     return jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), out)
 
@@ -436,28 +439,60 @@ def sweep(env, env_params, agent: Agent, key, *, num_seeds: int, num_episodes: i
   else:
     one = env_params
     _checks.env_params(env, one, "env_params")
-  check_env_features(env, one, key)
-  flat, batch = _broadcast(hparams, H, d)  # validated above: once per call
+  _entry_features(env, one, key)
+  batch = _checks.broadcast_shapes(np.shape(hparams.rho)[:-2], np.shape(hparams.beta),
+                                   np.shape(hparams.lam))  # validated above; shapes only
   fn = _compiled_sweep(env, agent, num_episodes, record_q, params_per_seed, form, outputs,
                        num_seeds, batch)
-  return fn(key, flat, env_params)
+  return fn(key, hparams, env_params)
 
 
 def check_env_features(env, params, key) -> None:
   """Checks the features an environment produces (negative: ValueError; rows not summing to 1:
-  warning). Uses the exact model when there is one, else the initial state and one random step."""
+  warning). Uses the exact model when there is one (its features computed by one compiled program
+  per environment), else the initial state and one random step."""
   _checks.environment("env", env)
   _checks.key("key", key)
-  try:
-    if not hasattr(env, "model"):
-      raise NotImplementedError
-    phi = env.model(params).phi
-  except NotImplementedError:
+  phi = None
+  if hasattr(env, "model"):
+    try:
+      phi = _model_features(env)(params)
+    except NotImplementedError:
+      pass
+  if phi is None:
     s = env.reset(key, params)
     phi = env.phi_all(s, params)
     s2, _, _ = env.step(key, s, jnp.zeros((), jnp.int32), params)
     phi = jnp.concatenate([phi, env.phi_all(s2, params)])
   check_features(phi, name=f"{type(env).__name__} features")
+
+
+@functools.lru_cache(maxsize=None)
+def _model_features(env):
+  """``jit(params -> env.model(params).phi)``, one program per environment: built eagerly, the
+  linear MDP's model is some 1,100 dispatched operations (and 40 small compilations cold)."""
+  return jax.jit(exact_matmuls(lambda params: env.model(params).phi))
+
+
+_FEATURES_CHECKED = "_drjax_features_checked"  # set on an environment object checked "once"
+
+
+def _entry_features(env, params, key) -> None:
+  """The entry points' feature check, as the environment's ``feature_check`` says: nothing more
+  for ``"validate"`` (``validate(params)``, run before, guarantees them), ``check_env_features``
+  once per environment object for ``"once"``, on every call for ``"call"``."""
+  how = getattr(env, "feature_check", "call")
+  if how == "validate":
+    return
+  if how == "once":
+    own = getattr(env, "__dict__", None)  # (a slotted environment is checked every call)
+    if own is not None and own.get(_FEATURES_CHECKED):
+      return
+    check_env_features(env, params, key)
+    if own is not None:
+      own[_FEATURES_CHECKED] = True  # not a field: equality, hash and repr unchanged
+    return
+  check_env_features(env, params, key)
 
 
 def _check_kind(agent, kind: str, where: str) -> None:

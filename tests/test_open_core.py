@@ -26,10 +26,14 @@ EXAMPLE = os.path.join(ROOT, "experiments", "custom_agent.py")
 def _restore_registry():
   """The agents this module registers are removed afterwards: other test modules in the same
   worker loop over every registered agent with its defaults (``drpvi-scaled`` has none)."""
+  registry.names()  # the built-ins loaded first: what is restored includes them
   saved, loaded = dict(registry._REGISTRY), dict(plugins._LOADED)  # pylint: disable=protected-access
+  sources = dict(registry._SOURCES)  # pylint: disable=protected-access
   yield
   registry._REGISTRY.clear()  # pylint: disable=protected-access
   registry._REGISTRY.update(saved)  # pylint: disable=protected-access
+  registry._SOURCES.clear()  # pylint: disable=protected-access
+  registry._SOURCES.update(sources)  # pylint: disable=protected-access
   plugins._LOADED.clear()  # pylint: disable=protected-access
   plugins._LOADED.update(loaded)  # pylint: disable=protected-access
 

@@ -27,8 +27,9 @@ def _sweep(**kw):
 def test_every_call_is_validated_and_a_repeated_call_gives_identical_numbers(monkeypatch):
   first = _sweep()
   calls = []
-  real = train.check_env_features
-  monkeypatch.setattr(train, "check_env_features", lambda *a: calls.append(a) or real(*a))
+  real = drjax.LinearMDP.validate
+  monkeypatch.setattr(drjax.LinearMDP, "validate",
+                      lambda self, p: calls.append(p) or real(self, p))
   second = _sweep()
   assert len(calls) == 1  # the same values: validated again
   for a, b in zip(jax.tree_util.tree_leaves(first), jax.tree_util.tree_leaves(second)):
@@ -36,6 +37,68 @@ def test_every_call_is_validated_and_a_repeated_call_gives_identical_numbers(mon
   third = _sweep(key=jax.random.PRNGKey(5))  # another key: other numbers
   assert len(calls) == 2
   assert not np.array_equal(third.returns, first.returns)
+
+
+def test_a_warm_call_builds_no_model(monkeypatch):
+  """The linear MDP's features are guaranteed by ``validate`` (``feature_check = "validate"``):
+  a warm call neither rebuilds the model (some 1,100 eager operations) nor checks features."""
+  _sweep()
+  built = []
+  monkeypatch.setattr(drjax.LinearMDP, "model", lambda self, p: built.append(p))
+  monkeypatch.setattr(train, "check_env_features", lambda *a: built.append(a))
+  _sweep()
+  _sweep(key=jax.random.PRNGKey(3))
+  assert built == []
+
+
+def test_validate_guarantees_the_linear_mdp_features():
+  """What ``feature_check = "validate"`` relies on: every params value ``validate`` accepts gives
+  features >= 0 whose rows sum to 1 (the corners of the allowed (delta, xi_norm) region
+  included); one outside is rejected by ``validate`` itself."""
+  for delta, xi in ((0.0, 0.0), (1.0, 0.0), (0.5, 0.5), (0.3, 0.3), (0.7, 0.3), (0.3, 0.1)):
+    phi = np.asarray(ENV.model(ENV.make_params(delta=delta, xi_norm=xi)).phi, np.float64)
+    assert phi.min() >= 0
+    np.testing.assert_allclose(phi.sum(-1), 1.0, atol=1e-6)
+  with pytest.raises(ValueError, match="xi_norm"):
+    ENV.make_params(delta=0.3, xi_norm=0.4)  # delta - xi_norm < 0: phi(x1, a) < 0 for some a
+
+
+class _NegativeFeatures(drjax.LinearMDP):
+  """An environment from outside drjax (``feature_check = "call"``) whose features are < 0."""
+
+  feature_check = "call"
+
+  def _phi_table(self, params):
+    return -super()._phi_table(params)
+
+
+def test_an_outside_environment_is_checked_on_every_call():
+  env = _NegativeFeatures()
+  for _ in range(2):
+    with pytest.raises(ValueError, match="features must be >= 0"):
+      _sweep(env=env)
+
+
+def test_a_once_environment_is_checked_once_per_object(monkeypatch):
+  """``PutOption`` (``feature_check = "once"``): its features depend on the environment only."""
+  env = drjax.PutOption(num_anchors=3, horizon=2)
+  params = env.default_params()
+  agent = drjax.dr_lsvi_ucb(env.horizon, env.feature_dim, env.num_actions, 2)
+  hp = make_hparams(env.horizon, env.feature_dim, rho=0.1, lam=0.1)
+  calls = []
+  real = train.check_env_features
+  monkeypatch.setattr(train, "check_env_features", lambda *a: calls.append(a) or real(*a))
+  run = lambda e: drjax.sweep(e, params, agent, jax.random.PRNGKey(0), num_seeds=1,  # noqa: E731
+                              num_episodes=2, hparams=hp)
+  with pytest.warns(UserWarning, match="do not sum to 1"):  # the paper's features, on purpose
+    run(env)
+  run(env)
+  assert len(calls) == 1
+  other = drjax.PutOption(num_anchors=3, horizon=2)  # equal, another object: checked again
+  assert other == env and hash(other) == hash(env)
+  with pytest.warns(UserWarning, match="do not sum to 1"):
+    run(other)
+  assert len(calls) == 2
 
 
 def test_changed_values_are_validated_again():

@@ -186,7 +186,7 @@ def validate_hparams(hparams: HParams, horizon: int, feature_dim: int) -> None:
         "which gives NaN Q-functions; use a larger lam or float64 (jax_enable_x64)")
   batch = [rho.shape[:-2], beta.shape, lam.shape]
   try:
-    np.broadcast_shapes(*batch)
+    _checks.broadcast_shapes(*batch)
   except ValueError:
     raise ValueError(f"rho batch shape {batch[0]}, beta shape {batch[1]} and lam shape {batch[2]} "
                      "must broadcast") from None

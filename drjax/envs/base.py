@@ -75,6 +75,16 @@ class Environment:
   """
 
   reward_known: ClassVar[bool] = True
+  # How the entry points (``drjax.sweep``, ``drjax.sweeps.run`` and the commands) check the
+  # features against Assumption 1 (finite, >= 0: ``ValueError``; rows not summing to 1 warn),
+  # never by rebuilding the environment per call:
+  #   ``"validate"``: the constructor and ``validate(params)`` guarantee them (the built-in
+  #     environments whose features are a function of validated params or of a checked map);
+  #   ``"once"``: they depend on the environment only: checked the first time an entry point meets
+  #     this environment object, and remembered on it (``PutOption``);
+  #   ``"call"`` (the default, for an environment from outside drjax): checked on every call, from
+  #     the exact model (one compiled program per environment) or the initial state and one step.
+  feature_check: ClassVar[str] = "call"
 
   @property
   def horizon(self) -> int:

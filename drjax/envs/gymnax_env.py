@@ -202,6 +202,8 @@ class GymnaxEnv(Environment):
 
   # No known reward parameters: agents regress the reward (``reward="regressed"``).
   reward_known = False
+  # The constructor checks the feature map (built-in maps are on the simplex by construction).
+  feature_check = "validate"
 
   env_id: str = "CartPole-v1"
   horizon: int | None = None

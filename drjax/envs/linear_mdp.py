@@ -94,6 +94,8 @@ def _concrete(name: str, x) -> np.ndarray:
   """``x`` as a NumPy array of real numbers; ``TypeError`` if ``x`` is traced (inside jit/vmap:
   validate() needs concrete params) or is not numeric (a string, a boolean, None)."""
   _checks.require_concrete(name, x, "validate() reads the params' values")
+  if isinstance(x, (jax.Array, np.ndarray)) and x.dtype.kind in "fiu":  # the common case
+    return np.asarray(x)
   if not isinstance(x, (str, bytes, bool, np.bool_)) and x is not None:
     try:
       a = np.asarray(x)
@@ -115,6 +117,8 @@ def _check_state(state, cls, env) -> None:
 
 def _check(ok, msg: str, **values) -> None:
   """Raises ``ValueError(msg + offending values)`` unless ``ok`` holds everywhere (batch-aware)."""
+  if ok.all() if hasattr(ok, "all") else np.all(ok):  # the common case: nothing to show
+    return
   shape = np.broadcast_shapes(np.shape(ok), *(np.shape(v) for v in values.values()))
   bad = ~np.broadcast_to(np.asarray(ok, dtype=bool), shape)
   if not bad.any():
@@ -179,6 +183,9 @@ class LinearMDP(FiniteEnvironment):
   ``validate``.
   """
 
+  # validate(params) keeps delta +- xi_norm in [0, 1]: every phi(s, a) is on the simplex.
+  feature_check = "validate"
+
   @property
   def horizon(self) -> int:
     return HORIZON
@@ -237,6 +244,14 @@ class LinearMDP(FiniteEnvironment):
     """
     _checks.params_type(params, LinearMDPParams, "LinearMDP")
     v = {k: _concrete(k, x).astype(np.float64) for k, x in params._asdict().items()}
+    d, p, xi, q, t = v["delta"], v["p"], v["xi_norm"], v["q"], v["target"]
+    try:  # every rule at once (the common case); on failure, rule by rule to name it
+      with np.errstate(all="ignore"):
+        if np.all((p >= 0) & (p <= 1) & (xi >= 0) & (d - xi >= 0) & (d + xi <= 1) & (q >= 0)
+                  & (q <= 1) & ((t == 0) | (t == 1))):  # (NaN fails a comparison)
+          return
+    except ValueError:  # fields that do not broadcast: the rules below report them
+      pass
     for k, x in v.items():
       _check(np.isfinite(x), f"{k} must be finite", **{k: x})
     _check((v["p"] >= 0) & (v["p"] <= 1), "p must satisfy 0 <= p <= 1", p=v["p"])

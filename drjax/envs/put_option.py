@@ -115,6 +115,8 @@ class PutOption(Environment):
   num_anchors: int = 20
   horizon: int = 10
   variant: str = "paper"
+  # The features depend on the variant and anchors only (>= 0; rows not summing to 1 warn, once).
+  feature_check = "once"
 
   def __post_init__(self):
     _checks.integer("num_anchors", self.num_anchors, 2)

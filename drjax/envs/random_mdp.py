@@ -139,6 +139,8 @@ class RandomLinearMDP(FiniteEnvironment):
   factor_concentration: float | None = None
   factor_support: int | None = None
   structure: str = "random"
+  # The features are params.phi, which validate(params) keeps on the simplex.
+  feature_check = "validate"
 
   def __post_init__(self):
     for name, lo in (("num_states", 2), ("num_actions", 1), ("feature_dim", 2), ("horizon", 1)):

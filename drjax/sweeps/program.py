@@ -11,11 +11,10 @@ import jax.numpy as jnp
 from drjax import evaluate, planning
 from drjax._precision import exact_matmuls
 from drjax.agents import registry
-from drjax.agents.base import check_features
 from drjax.envs.base import FiniteEnvironment
 from drjax.sweeps.config import SweepConfig, make_targets
 from drjax.sweeps.grid import reward_option
-from drjax.train import check_env_features, make_fit, make_train
+from drjax.train import _entry_features, make_fit, make_train
 
 
 def _make_agent(name: str, config: SweepConfig, env):
@@ -179,21 +178,8 @@ def _recorded(name: str, out, at, env, params, rho):
   return (v_star - jnp.cumsum(out.robust_value) / k)[at]
 
 
-@functools.lru_cache(maxsize=None)
-def _model_features(env):
-  return jax.jit(exact_matmuls(lambda params: env.model(params).phi))
-
-
 def _check_features(env, params) -> None:
-  """``train.check_env_features`` (negative features raise, rows not summing to 1 warn), with a
-  finite model's features computed by one jitted call: built eagerly, the model costs some 40
-  small compilations (0.5 s of a cold sweep's start)."""
-  if isinstance(env, FiniteEnvironment):
-    try:
-      phi = _model_features(env)(params)
-    except NotImplementedError:
-      pass
-    else:
-      check_features(phi, name=f"{type(env).__name__} features")
-      return
-  check_env_features(env, params, jax.random.PRNGKey(0))
+  """The environment's features, checked as its ``feature_check`` says (``train._entry_features``:
+  built-in environments guarantee them by ``validate`` or check them once per object; others are
+  checked here, a finite model's features computed by one jitted call)."""
+  _entry_features(env, params, jax.random.PRNGKey(0))
