@@ -380,6 +380,18 @@ spec("registry.reward_source", registry.reward_source, dict(name="drpvi"),
           reward=[("learned", ValueError, "reward")], bogus=[(1, ValueError, "option")]))
 spec("registry.register", registry.register, dict(spec=registry.get("drpvi")),
      dict(spec=OBJ(registry.get("drpvi").describe())))
+spec("registry.unregister", registry.unregister, dict(name="no-such-agent"),
+     dict(name=[("cql", ValueError, "agent"), (3, TypeError), ("drpvi", ValueError, "built-in")]))
+spec("registry.source", registry.source, dict(name="drpvi"),
+     dict(name=[("cql", ValueError, "agent"), (3, TypeError)]))
+spec("registry.bounds", registry.bounds, dict(hparams_type=None, hparam="kappa"),
+     dict(hparams_type=[(int, TypeError), ("x", TypeError)], hparam=[(3, TypeError),
+                                                                    (None, TypeError)]))
+spec("registry.check_hparam", registry.check_hparam,
+     dict(name="va-drpvi", hparam="var_shift", values=0.5),
+     dict(name=[("cql", ValueError, "agent")], hparam=[("kappa", ValueError), (3, TypeError)],
+          values=[(-1.0, ValueError, "var_shift"), (NAN, ValueError, "var_shift"),
+                  ("abc", TypeError, "var_shift"), (None, TypeError, "var_shift")]))
 spec("stats_atoms", lsvi.stats_atoms, dict(model=MODEL, horizon=H, num_states=S),
      dict(model=MODEL_BAD, horizon=INT(), num_states=INT()))
 

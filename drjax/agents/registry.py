@@ -215,6 +215,13 @@ def bounds(hparams_type, hparam: str, label: str = "hparams_type") -> Bounds:
   """The declared range of ``hparam`` of a hyperparameter ``NamedTuple`` class (or ``None``):
   its class attribute ``bounds`` (``{name: "[lo, hi)" | (lo, hi) | Bounds}``) when it names
   ``hparam``, else ``BUILTIN_BOUNDS``, else ``DEFAULT_BOUNDS``."""
+  if not isinstance(hparam, str):
+    raise TypeError(f"hparam must be a hyperparameter name (a string), got "
+                    f"{type(hparam).__name__} {hparam!r}")
+  if hparams_type is not None and not (isinstance(hparams_type, type)
+                                       and hasattr(hparams_type, "_fields")):
+    raise TypeError(f"hparams_type must be a hyperparameter NamedTuple class or None, got "
+                    f"{hparams_type!r}")
   declared = getattr(hparams_type, "bounds", None) if hparams_type is not None else None
   if declared is not None and not isinstance(declared, dict):
     raise TypeError(f"{label}: {hparams_type.__name__}.bounds must be a dict "
@@ -235,6 +242,9 @@ def check_hparam(name: str, hparam: str, values) -> None:
   """
   spec = get(name)
   b = spec.bounds(hparam)
+  if hparam not in spec.hparams:
+    raise ValueError(f"agent {name!r} has no hyperparameter {hparam!r} (its hyperparameters: "
+                     f"{', '.join(spec.hparams) or 'none'})")
   from drjax import _checks  # pylint: disable=g-import-not-at-top
   _checks.require_concrete(hparam, values, "the hyperparameter's bounds are checked on the host")
   import numpy as np  # pylint: disable=g-import-not-at-top
