@@ -389,7 +389,7 @@ spec("registry.bounds", registry.bounds, dict(hparams_type=None, hparam="kappa")
                                                                     (None, TypeError)]))
 spec("registry.check_hparam", registry.check_hparam,
      dict(name="va-drpvi", hparam="var_shift", values=0.5),
-     dict(name=[("cql", ValueError, "agent")], hparam=[("kappa", ValueError), (3, TypeError)],
+     dict(name=[("cql", ValueError, "agent")], hparam=[("kappa", ValueError, "kappa"), (3, TypeError)],
           values=[(-1.0, ValueError, "var_shift"), (NAN, ValueError, "var_shift"),
                   ("abc", TypeError, "var_shift"), (None, TypeError, "var_shift")]))
 spec("stats_atoms", lsvi.stats_atoms, dict(model=MODEL, horizon=H, num_states=S),
