@@ -33,7 +33,8 @@ _LAZY = {
 }
 _ATTR_MODULE = {name: mod for mod, names in _LAZY.items() for name in names}
 # submodules that are public names (``drjax.sweeps`` imports pandas/pyarrow)
-_SUBMODULES = ("data", "envs", "evaluate", "planning", "robust", "sensitivity", "sweeps")
+_SUBMODULES = ("data", "envs", "evaluate", "planning", "policies", "robust", "sensitivity",
+               "sweeps")
 
 __version__ = "0.1.0"
 
@@ -95,6 +96,7 @@ __all__ = [
     "make_hparams",
     "make_train",
     "planning",
+    "policies",
     "random_linear_drmdp",
     "rho_array",
     "robust",

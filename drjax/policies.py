@@ -5,16 +5,11 @@ A **policy file** (``.npz``, format ``drjax-policy/1``) holds one learned ``QFun
 online agent's final Q-function (``make_train(...).final_qf``) or an offline agent's fit -- or a
 stack of them (a leading policy axis ``[P]``, e.g. one per seed):
 
-=========  =================  ================================================================
-array      shape              meaning
-=========  =================  ================================================================
-``w``      ``[P?, H, d]``     the linear weights (``theta + nu``, or the ridge solution)
-``pinv``   ``[P?, H, d, d]``  ``Lambda_h^-1`` (the bonus / penalty's matrix)
-``beta``   ``[P?]``           the bonus / penalty multiplier
-``top``    ``[P?, H]``        the truncation level per step
-``nu``     ``[P?, H, d]``     the robust regression weights (zeros for nominal agents)
-``alpha``  ``[P?, H, d]``     the maximizing alpha of the TV dual (zeros for nominal agents)
-=========  =================  ================================================================
+* ``w [P?, H, d]``: the linear weights (``theta + nu``, or the ridge solution);
+* ``pinv [P?, H, d, d]``: ``Lambda_h^-1`` (the bonus / penalty's matrix);
+* ``beta [P?]``: the bonus / penalty multiplier; ``top [P?, H]``: the truncation level per step;
+* ``nu [P?, H, d]``, ``alpha [P?, H, d]``: the robust regression weights and the TV dual's
+  maximizing alpha (zeros for nominal agents);
 
 plus ``__meta__``, a JSON string: ``format``, ``horizon``, ``feature_dim``, ``num_actions``,
 ``num_policies`` (P, 0 without a policy axis), ``agent`` (the registry name, or ``None``),
