@@ -206,6 +206,9 @@ class AgentSpec:
     out = {"name": self.name, "display": self.display, "kind": self.kind,
            "divergence": self.divergence, "uncertainty": self.uncertainty,
            "hparams": list(self.hparams), "options": list(self.options), "paper": self.paper}
+    extra = [h for h in self.hparams if h not in NAMED_HPARAMS]
+    if extra:  # the declared ranges of the hyperparameters --hparam takes
+      out["bounds"] = {h: str(self.bounds(h)) for h in extra}
     if self.variant_of is not None:
       out["variant_of"] = self.variant_of
     return out
