@@ -256,6 +256,7 @@ def test_declared_bounds_admit_their_range_everywhere():
   assert cfg.hparams == {"kappa": (-0.5, 1.0)}
   spec = registry.get("bounded")
   assert str(spec.bounds("kappa")) == "(-1, 1]" and str(spec.bounds("tau")) == "[0, inf)"
+  assert spec.describe()["bounds"] == {"kappa": "(-1, 1]", "tau": "[0, inf)"}
   assert not spec.bounds("kappa").contains(-1.0) and spec.bounds("kappa").contains(1.0)
   with pytest.raises(ValueError, match="bounds must be"):
     registry._parse_bounds("x", "[1, 0]")  # pylint: disable=protected-access
