@@ -150,7 +150,8 @@ def test_spec_defaults_agree_with_the_hyperparameter_namedtuples():
   env = (3, 4, 2)
   for name in registry.names():
     spec = registry.get(name)
-    kw = {"capacity": 2} if spec.kind == "online" else {}
+    kw = ({"capacity": 2} if spec.kind == "online" else
+          {"neutral": 0} if "neutral" in spec.options else {})
     cls = registry.make(name, env, **kw).hparams_type
     nt = {f: x for f, x in cls._field_defaults.items() if f in spec.hparams}
     assert nt == spec.defaults, name

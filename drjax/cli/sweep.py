@@ -14,7 +14,8 @@ SWEEP_PRESETS = {"paper": ("paper", "paper", "optimistic"),
 # DIR/sweep.json when none is given).
 _CONFIG_FLAGS = ("env", "env_arg", "agents", "seeds", "episodes", "rho", "rho_at", "beta", "lam",
                  "env_param", "targets", "test_episodes", "seed", "preset", "x64", "save_returns",
-                 "trajectories", "behavior", "reg_weight", "hparam", "record", "record_at")
+                 "trajectories", "behavior", "reg_weight", "hparam", "record", "record_at",
+                 "eval", "controls", "tune")
 _EXEC_CONFIG_FLAGS = ("chunk", "memory_mb", "seed_ids")  # also allowed with --from
 _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "seeds": "--seeds",
                 "seed_ids": "--seed-ids", "episodes": "--episodes", "rho": "--rho",
@@ -25,7 +26,9 @@ _FIELD_FLAGS = {"env": "--env", "env_args": "--env-arg", "agents": "--agents", "
                 "part": "--part", "out": "--out", "from": "--from", "bonus": "--preset",
                 "clip": "--preset", "tie_break": "--preset", "trajectories": "--trajectories",
                 "behavior": "--behavior", "reg_weight": "--reg-weight", "hparams": "--hparam",
-                "plugins": "--plugin", "record": "--record", "record_at": "--record-at"}
+                "plugins": "--plugin", "record": "--record", "record_at": "--record-at",
+                "eval_modes": "--eval", "controls": "--controls", "tune": "--tune",
+                "agent_hparams": "--beta/--lam"}
 
 
 def _sweep_envs():
@@ -90,9 +93,21 @@ def _add_sweep_parser(sub) -> None:
                  help="1-indexed positions (h, i) that get the rho value, e.g. 1,4 for the "
                       "paper's rho_1,4 (default: every position)")
   g.add_argument("--beta", type=float, nargs="+", default=None, metavar="B",
-                 help="bonus multipliers >= 0 (default: 1)")
+                 help="bonus multipliers >= 0 (default: the environment's recommendation for "
+                      "the agent's kind, docs/environments.md; else 1)")
   g.add_argument("--lam", type=float, nargs="+", default=None, metavar="L",
-                 help="ridge lambdas > 0 (default: 0.1)")
+                 help="ridge lambdas > 0 (default: as for --beta; else 0.1)")
+  g.add_argument("--eval", nargs="+", default=None, metavar="MODE", choices=("played", "greedy"),
+                 help="policies of online runs to evaluate, a 'policy' column: played (the final "
+                      "optimistic plan) and greedy (replan at beta = 0, same data and keys); "
+                      "default: both on gymnax environments, played on the paper's")
+  g.add_argument("--controls", action="store_true", default=None,
+                 help="add every robust agent's controls: rho = 0, its nominal counterpart "
+                      "(lsvi-ucb, pevi) and the uniform-random baseline")
+  g.add_argument("--tune", default=None, metavar="POLICY", choices=("played", "greedy"),
+                 help="source-only tuning: per agent (and other setting) select the (beta, "
+                      "lambda) of the --beta x --lam grid with the best mean source value of "
+                      "this policy; recorded in sweep.json (tuning) and DIR/tuned.csv")
   g.add_argument("--env-param", action="append", default=None, metavar="NAME=V1,V2,...",
                  help="sweep a source parameter, repeatable (linear-mdp: delta, p, xi_norm; "
                       "put-option: p_u, init_low, init_high; random: instance)")
@@ -257,6 +272,12 @@ def _sweep_config_kwargs(parser, args) -> dict:
     kw["save_returns"] = True
   if args.record is not None:
     kw["record"] = tuple(x.strip() for x in args.record.split(",") if x.strip())
+  if args.eval is not None:
+    kw["eval_modes"] = tuple(args.eval)
+  if args.controls:
+    kw["controls"] = True
+  if args.tune is not None:
+    kw["tune"] = args.tune
   if args.record_at is not None:
     try:
       kw["record_at"] = tuple(int(x) for x in args.record_at.split(","))

@@ -78,6 +78,7 @@ from drjax.sweeps.storage import (CHUNK_DIR, FORMAT, LAYOUT_FIELDS, RESULTS, _wr
                                   stored_layout)
 from drjax.sweeps.tables import ROW_GROUP, STATS, setting_columns, summarize
 from drjax.sweeps.running import SweepResult, merge, run
+from drjax.sweeps.tuning import select_best, tuned_rows
 
 def __getattr__(name):
   """``AGENTS``, ``ENVS``, ``ENV_PARAMS``, ``TARGETS``, ``ENV_ARGS``: the registries now."""
@@ -102,6 +103,8 @@ __all__ = [
     "load_config",
     "merge",
     "run",
+    "select_best",
     "summarize",
     "target_values",
+    "tuned_rows",
 ]

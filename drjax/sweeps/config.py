@@ -37,6 +37,15 @@ NAMED_HPARAMS = ("rho", "beta", "lam", "reg_weight")
 # elliptical widths at the visited features; switches / dual_calls: the counts at episode k;
 # ave_subopt: exact AveSubopt(k) = V*(rho) - mean_{j <= k} V^{pi_j}(rho) (finite environments).
 RECORDS = ("width_rect", "width_ellip", "switches", "dual_calls", "ave_subopt")
+# The policies of an online run a sweep can evaluate (``SweepConfig.eval_modes``, the ``policy``
+# column): ``played``, the final plan with the bonus (the optimistic policy the agent acts by);
+# ``greedy``, the bonus-free greedy policy of the same data (``drjax.replan`` at beta = 0).
+# Offline agents and baselines have one policy, recorded as ``played``.
+EVAL_MODES = ("played", "greedy")
+# ``SweepConfig.tune``: the policy whose source return picks beta and lambda.
+TUNE_BY = EVAL_MODES
+# The defaults of beta and lambda where the environment recommends none (``SweepSpec.hparams``).
+DEFAULT_BETA, DEFAULT_LAM = 1.0, 0.1
 
 
 # The registered agents and environments are read when used, never copied at import: an agent or
@@ -152,8 +161,27 @@ class SweepConfig:
       positions when ``rho_at`` is None), or full ``[H, d]`` arrays. Used by DR-LSVI-UCB only.
     rho_at: 0-indexed ``(h, i)`` positions for scalar rho (``((0, 3),)`` is the paper's
       rho_{1,4}).
-    beta: bonus multipliers (>= 0).
-    lam: ridge regularizers (> 0).
+    beta: bonus multipliers (>= 0); ``None`` (default): the environment's recommended value for
+      each agent's kind (``recommended_hparams``; gymnax: scaled to the return range, see
+      docs/environments.md), else 1.
+    lam: ridge regularizers (> 0); ``None`` (default): as for beta, else 0.1.
+    agent_hparams: per-agent axes of beta / lam, ``{agent: {"beta": (...), "lam": (...)}}``,
+      replacing the shared ``beta`` / ``lam`` for that agent (the per-kind defaults resolve into
+      it when the agents' kinds are recommended different values).
+    eval_modes: the policies evaluated per online run (``EVAL_MODES``, the ``policy`` column):
+      ``"played"`` (the final optimistic plan) and ``"greedy"`` (``replan`` at beta = 0, the same
+      data and evaluation keys); ``None``: the environment's choice (``SweepSpec.eval_modes``:
+      both on gymnax, ``("played",)`` on the paper's environments). Offline agents and
+      baselines have one policy (``"played"``). The ``policy`` column exists unless the modes
+      are ``("played",)``.
+    controls: add the controls of every robust agent: rho = 0 (a robust agent's own nominal
+      limit), its nominal counterpart (``registry.NOMINAL``: LSVI-UCB, PEVI) and the
+      ``uniform-random`` baseline.
+    tune: ``"played"`` or ``"greedy"``: the source-only tuning protocol (docs/sweeps.md): every
+      run is also evaluated in the source (column ``source_value`` when there are targets) and,
+      per agent and every other setting, the (beta, lambda) of the grid with the best mean
+      source value of that policy is selected (``select_best``), recorded in ``sweep.json``
+      (``tuning``) and ``tuned.csv``.
     env_params: source-environment parameter name -> values (``ENV_PARAMS``; other parameters
       keep the environment's defaults). ``random``'s ``instance`` is the integer seed of
       ``RandomLinearMDP.sample_params(jax.random.key(instance))``.
@@ -198,8 +226,8 @@ class SweepConfig:
   episodes: int = 100
   rho: tuple = (0.0,)
   rho_at: tuple | None = None
-  beta: tuple = (1.0,)
-  lam: tuple = (0.1,)
+  beta: tuple | None = None
+  lam: tuple | None = None
   env_params: dict = dataclasses.field(default_factory=dict)
   targets: tuple | None = None
   test_episodes: int = 100
@@ -218,6 +246,10 @@ class SweepConfig:
   plugins: tuple = ()
   record: tuple = ()
   record_at: tuple | None = None
+  agent_hparams: dict = dataclasses.field(default_factory=dict)
+  eval_modes: tuple | None = None
+  controls: bool = False
+  tune: str | None = None
 
   # -------------------------------------------------------------- (de)serialization
   def to_dict(self) -> dict:
@@ -237,7 +269,7 @@ class SweepConfig:
       return tuple(tup(v) for v in x) if isinstance(x, (list, tuple)) else x
 
     for k in ("agents", "seed_ids", "rho", "rho_at", "beta", "lam", "targets", "trajectories",
-              "reg_weight", "record", "record_at"):
+              "reg_weight", "record", "record_at", "eval_modes"):
       if d.get(k) is not None:
         d[k] = tup(d[k])
     if "env_params" in d:
@@ -246,6 +278,9 @@ class SweepConfig:
       d["hparams"] = {k: tup(v) for k, v in d["hparams"].items()}
     if d.get("plugins") is not None:
       d["plugins"] = tup(d["plugins"])
+    if isinstance(d.get("agent_hparams"), dict):
+      d["agent_hparams"] = {a: ({k: tup(v) for k, v in x.items()} if isinstance(x, dict) else x)
+                            for a, x in d["agent_hparams"].items()}
     return cls(**d)
 
 
@@ -529,7 +564,8 @@ def _check_record(c: SweepConfig, env) -> tuple:
     return (), None
   offline = [a for a in c.agents if registry.get(a).kind != "online"]
   if offline:
-    raise _Error("record", f"records online training runs; {offline[0]!r} is offline")
+    raise _Error("record", f"records online training runs; {offline[0]!r} is "
+                           f"{registry.get(offline[0]).kind}")
   if "ave_subopt" in rec:
     from drjax.envs.base import FiniteEnvironment  # pylint: disable=g-import-not-at-top
     if not isinstance(env, FiniteEnvironment):
@@ -546,6 +582,133 @@ def _check_record(c: SweepConfig, env) -> tuple:
   if len(set(at)) != len(at):
     raise _Error("record_at", f"duplicate checkpoint in {list(at)}")
   return tuple(r for r in RECORDS if r in rec), tuple(sorted(int(k) for k in at))
+
+
+def recommended_hparams(env_name: str, env) -> dict:
+  """``{agent name or kind: {"beta": b, "lam": l}}``: the hyperparameters the environment
+  recommends (``SweepSpec.hparams(env)``; an agent's own entry before its kind's; empty when it
+  recommends none)."""
+  fn = getattr(envs.SWEEP_SPECS[env_name], "hparams", None)
+  return {k: dict(v) for k, v in fn(env).items()} if fn is not None else {}
+
+
+def _with_controls(c: SweepConfig, H: int, d: int) -> SweepConfig:
+  """``controls``: rho = 0 added to the rho grid, each robust agent's nominal counterpart
+  (``registry.NOMINAL``) and the ``uniform-random`` baseline added to the agents (idempotent)."""
+  if not isinstance(c.controls, bool):
+    raise SweepTypeError("controls", f"must be True or False, got {c.controls!r}")
+  if not c.controls:
+    return c
+  agents = list(c.agents)
+  robust = [a for a in agents if registry.get(a).robust]
+  if not robust:
+    raise _Error("controls", f"adds the controls of robust agents; none of {list(agents)} is "
+                             "robust")
+  for a in robust:
+    nominal = registry.NOMINAL.get(a)
+    if nominal is not None and nominal in agent_names() and nominal not in agents:
+      agents.append(nominal)
+  if "uniform-random" not in agents:
+    agents.append("uniform-random")
+  rho = list(c.rho) if isinstance(c.rho, (list, tuple)) else [c.rho]
+  if all(np.ndim(r) == 0 for r in rho):
+    if not any(float(r) == 0.0 for r in rho):
+      rho.insert(0, 0.0)
+  elif not any(np.all(np.asarray(r, np.float64) == 0) for r in rho):
+    rho.insert(0, np.zeros((H, d)).tolist())
+  return dataclasses.replace(c, agents=tuple(agents), rho=tuple(rho))
+
+
+def _check_eval_modes(c: SweepConfig) -> tuple:
+  """``eval_modes`` resolved: the environment's (``SweepSpec.eval_modes``) when None; names of
+  ``EVAL_MODES`` in canonical order."""
+  modes = c.eval_modes
+  if modes is None:
+    modes = getattr(envs.SWEEP_SPECS[c.env], "eval_modes", None) or ("played",)
+  if isinstance(modes, str):
+    raise SweepTypeError("eval_modes", f"must be a list of {', '.join(EVAL_MODES)}, got the "
+                                       f"string {modes!r} (write eval_modes=({modes!r},))")
+  modes = tuple(modes)
+  bad = [m for m in modes if m not in EVAL_MODES]
+  if bad or not modes:
+    raise _Error("eval_modes", f"must be one or more of {', '.join(EVAL_MODES)}, got "
+                               f"{list(modes)}")
+  if len(set(modes)) != len(modes):
+    raise _Error("eval_modes", f"duplicate mode in {list(modes)}")
+  if "played" not in modes:
+    raise _Error("eval_modes", "'played' (the final policy) is always evaluated; give "
+                               "('played', 'greedy') for both")
+  return tuple(m for m in EVAL_MODES if m in modes)
+
+
+def _resolve_beta_lam(c: SweepConfig, env) -> tuple:
+  """``(beta, lam, agent_hparams)``: the shared axes and the per-agent ones.
+
+  Given values are checked; ``None`` takes, per agent, the environment's recommendation for it
+  or its kind (``recommended_hparams``), else ``DEFAULT_BETA`` / ``DEFAULT_LAM``. When the agents that
+  declare the hyperparameter resolve to one value it is the shared axis; otherwise each of them
+  gets its own in ``agent_hparams`` (recorded in ``sweep.json``).
+  """
+  if not isinstance(c.agent_hparams, dict):
+    raise SweepTypeError("agent_hparams", f"must be a dict, got {c.agent_hparams!r}")
+  per = {}
+  for a, axes in c.agent_hparams.items():
+    if a not in c.agents:
+      raise _Error("agent_hparams", f"{a!r} is not one of the agents {list(c.agents)}")
+    if not isinstance(axes, dict):
+      raise SweepTypeError("agent_hparams", f"{a}: must be a dict of beta / lam values, got "
+                                            f"{axes!r}")
+    out = {}
+    for name, vals in axes.items():
+      if name not in ("beta", "lam"):
+        raise _Error("agent_hparams", f"{a}: only beta and lam have per-agent axes, got "
+                                      f"{name!r}")
+      if name not in registry.get(a).hparams:
+        raise _Error("agent_hparams", f"{a} has no hyperparameter {name!r}")
+      lo_open = name == "lam"
+      out[name] = _floats(f"agent_hparams {a} {name}", vals, lo=0.0, lo_open=lo_open)
+    per[a] = out
+  rec = recommended_hparams(c.env, env)
+  shared = {}
+  for name, given, default in (("beta", c.beta, DEFAULT_BETA), ("lam", c.lam, DEFAULT_LAM)):
+    if given is not None:
+      shared[name] = _floats(name, given, lo=0.0, lo_open=name == "lam")
+      continue
+    users = [a for a in c.agents if name in registry.get(a).hparams and name not in per.get(a, {})]
+    want = {a: (float(rec.get(a, rec.get(registry.get(a).kind, {})).get(name, default)),)
+            for a in users}
+    values = set(want.values())
+    if len(values) <= 1:
+      shared[name] = values.pop() if values else (default,)
+    else:
+      shared[name] = (default,)
+      for a, v in want.items():
+        if v != (default,):
+          per.setdefault(a, {})[name] = v
+  return shared["beta"], shared["lam"], {a: v for a, v in per.items() if v}
+
+
+def agent_axis(config: SweepConfig, agent: str, name: str) -> tuple:
+  """The values of ``beta`` / ``lam`` that ``agent``'s settings take (its ``agent_hparams``, else
+  the shared axis; ``(nan,)`` for an agent without the hyperparameter: a baseline)."""
+  if name not in registry.get(agent).hparams:
+    return (float("nan"),)
+  return tuple(config.agent_hparams.get(agent, {}).get(name, getattr(config, name)))
+
+
+def _check_tune(c: SweepConfig) -> str | None:
+  if c.tune is None:
+    return None
+  if c.tune not in TUNE_BY:
+    raise _Error("tune", f"must be None or one of {', '.join(TUNE_BY)} (the policy whose source "
+                         f"return selects beta and lambda), got {c.tune!r}")
+  tuned = [a for a in c.agents if {"beta", "lam"} & set(registry.get(a).hparams)]
+  if not tuned:
+    raise _Error("tune", "selects beta and lambda; none of the agents has them")
+  if not any(len(agent_axis(c, a, "beta")) * len(agent_axis(c, a, "lam")) > 1 for a in tuned):
+    raise _Error("tune", "needs a grid to search: give several beta and/or lambda values "
+                         "(--beta B1 B2 ... --lam L1 L2 ...)")
+  return c.tune
 
 
 def record_columns(config: SweepConfig) -> tuple:
@@ -574,6 +737,14 @@ def validate(config: SweepConfig) -> SweepConfig:
                              f"{', '.join(agent_names())}")
   if len(set(c.agents)) != len(c.agents):
     raise _Error("agents", f"duplicate agent in {list(c.agents)}")
+  c = _with_controls(c, H, d)
+  eval_modes = _check_eval_modes(c)
+  for a in c.agents:  # a baseline that does not apply to the environment (zero-torque)
+    if registry.get(a).kind == "baseline":
+      try:
+        registry.make(a, env)
+      except ValueError as e:
+        raise _Error("agents", f"{a}: {e}") from None
   for name in ("seeds", "episodes", "test_episodes"):
     v = getattr(c, name)
     if not _is_int(v) or v < 1:
@@ -639,9 +810,8 @@ def validate(config: SweepConfig) -> SweepConfig:
     if len(set(out)) != len(out):
       raise _Error("rho_at", f"duplicate position in {out}")
     rho_at = tuple(out)
-  beta = _floats("beta", c.beta, lo=0.0)
+  beta, lam, agent_hparams = _resolve_beta_lam(c, env)
   reg_weight = _floats("reg_weight", c.reg_weight, lo=0.0, lo_open=True)
-  lam = _floats("lam", c.lam, lo=0.0, lo_open=True)
   hparams = _check_hparams(c)
   # Environment parameters.
   sources = {}
@@ -690,6 +860,7 @@ def validate(config: SweepConfig) -> SweepConfig:
     for combo in combos:
       _check_source(env, c, dict(zip(sources, combo)), grid, dtype)
   record, record_at = _check_record(c, env)
+  tune = _check_tune(dataclasses.replace(c, beta=beta, lam=lam, agent_hparams=agent_hparams))
   resolved = dataclasses.replace(
       c, record=record, record_at=record_at, agents=tuple(c.agents), seed_ids=seed_ids, rho=rho, rho_at=rho_at, beta=beta, lam=lam,
       trajectories=tuple(int(n) for n in traj), reg_weight=reg_weight,
@@ -697,5 +868,6 @@ def validate(config: SweepConfig) -> SweepConfig:
       hparams=hparams, plugins=plugins,
       memory_mb=(float(c.memory_mb) if c.memory_mb is not None
                  else auto_memory_mb(jax.devices()[0])),
-      save_returns=bool(c.save_returns))
+      save_returns=bool(c.save_returns), agent_hparams=agent_hparams, eval_modes=eval_modes,
+      tune=tune)
   return resolved

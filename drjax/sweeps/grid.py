@@ -13,8 +13,8 @@ import numpy as np
 
 from drjax.agents import registry
 from drjax.envs.base import FiniteEnvironment
-from drjax.sweeps.config import (SweepConfig, _source_defaults, _source_params, env_params,
-                                 make_env, sampled)
+from drjax.sweeps.config import (SweepConfig, _source_defaults, _source_params, agent_axis,
+                                 env_params, make_env, sampled)
 
 
 class _Grid(NamedTuple):
@@ -95,8 +95,9 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   envs = list(itertools.product(*[config.env_params[n] for n in names]))
   # Each row: (size, rho index, reg weight, beta, lambda, *extra axes, *source params).
   axes = [config.hparams[n] for n in extra]
+  betas, lams = agent_axis(config, agent_name, "beta"), agent_axis(config, agent_name, "lam")
   rows = [(*rest, *e) for e in envs
-          for rest in itertools.product(sizes, rho_ids, regs, config.beta, config.lam, *axes)]
+          for rest in itertools.product(sizes, rho_ids, regs, betas, lams, *axes)]
   ne = len(extra)
   scalar_rho = all(np.ndim(r) == 0 for r in config.rho)
   cols = {"rho_index": np.array([r[1] for r in rows], np.int64),
@@ -230,7 +231,7 @@ def layout(config: SweepConfig, env=None) -> Layout:
   nsettings = []
   groups = math.prod(len(v) for v in config.env_params.values())
   for a in config.agents:
-    n = len(config.beta) * len(config.lam) * groups
+    n = len(agent_axis(config, a, "beta")) * len(agent_axis(config, a, "lam")) * groups
     spec = registry.get(a)
     n *= len(config.trajectories) if spec.kind == "offline" else 1
     n *= len(config.reg_weight) if "reg_weight" in spec.hparams else 1

@@ -7,6 +7,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from drjax import evaluate, planning
 from drjax._precision import exact_matmuls
@@ -14,7 +15,7 @@ from drjax.agents import registry
 from drjax.envs.base import FiniteEnvironment
 from drjax.sweeps.config import SweepConfig, make_targets
 from drjax.sweeps.grid import reward_option
-from drjax.train import _entry_features, make_fit, make_train
+from drjax.train import _entry_features, make_fit, make_train, replan
 
 
 def _make_agent(name: str, config: SweepConfig, env):
@@ -26,6 +27,8 @@ def _make_agent(name: str, config: SweepConfig, env):
                         ("clip", config.clip), ("tie_break", config.tie_break)):
     if option in spec.options:
       opts[option] = value
+  if spec.kind == "baseline":
+    return registry.make(name, env)
   reward = reward_option(name, env)
   if reward is not None:
     opts["reward"] = reward
@@ -78,7 +81,8 @@ def ordered_sum(x):
 @functools.lru_cache(maxsize=None)
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
              mesh, num_runs: int, behavior=None, num_trajectories: int = 0,
-             settings_per_group: int = 0, record: tuple = (), record_at: tuple = ()):
+             settings_per_group: int = 0, record: tuple = (), record_at: tuple = (),
+             eval_modes: tuple = ("played",), source_eval: bool = False):
   """Jitted ``f(seed_idx [C], setting_idx [C], group, base_key, tables) -> outputs``, sharded on
   runs.
 
@@ -100,20 +104,40 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
 
   ``settings_per_group`` > 0: the agent is not grouped (``grid.Layout``): ``group`` is ignored and
   each run takes the params of its own setting's group, ``setting_idx // settings_per_group``.
+
+  ``eval_modes`` (``SweepConfig.eval_modes``): with ``"greedy"``, an online run's bonus-free
+  greedy policy (``replan`` of its final data at beta = 0) is evaluated too, with the same key:
+  ``value_greedy`` / ``value_greedy_stderr`` (NaN for offline agents and baselines, which have
+  one policy). ``source_eval``: every policy is also evaluated in the source, ``source_value``
+  (and ``source_value_greedy``) ``[]`` per run (``SweepConfig.tune``).
+
+  A baseline (``kind="baseline"``, ``drjax.agents.baselines``) trains nothing: its policy is
+  evaluated with the run's evaluation key (its ``train_return`` is NaN).
   """
   offline = agent.kind == "offline"
-  if offline:
+  baseline = agent.kind == "baseline"
+  greedy = "greedy" in eval_modes
+  if baseline:
+    from drjax.agents import baselines  # pylint: disable=g-import-not-at-top
+  elif offline:
     fit = make_fit(env, agent, num_trajectories, behavior)
   else:
     study = {"width_rect": "width_rect", "width_ellip": "width_ellip", "switches": "switches",
              "dual_calls": "dual_calls", "ave_subopt": "robust_value"}
-    train = make_train(env, agent, episodes,
-                       outputs=("returns", "final_qf") + tuple(study[r] for r in record))
-    at = jnp.asarray(record_at, jnp.int32) - 1
+    outputs = ("returns", "final_qf") + (("state",) if greedy else ())
+    train = make_train(env, agent, episodes, outputs=outputs + tuple(study[r] for r in record))
+    at = np.asarray(record_at, np.int32) - 1  # a constant of the program (no eager dispatch)
   finite = isinstance(env, FiniteEnvironment)
   hparams_of = _hparams_of(agent)
 
   def value_in(qf, params, key):
+    if baseline:  # qf: the baseline's hyperparameters
+      if finite:
+        return baselines.exact_value(env, agent, qf, params), jnp.zeros((), params_dtype(params))
+      r = baselines.mc_returns(env, agent, qf, params, key, test_episodes)
+      mean = ordered_sum(r) / test_episodes
+      var = ordered_sum((r - mean) ** 2) / max(test_episodes - 1, 1)
+      return mean, jnp.sqrt(var / test_episodes) if test_episodes > 1 else jnp.zeros_like(mean)
     if finite:
       return evaluate.target_value(env, agent, qf, params), jnp.zeros((), qf.w.dtype)
     r = evaluate.mc_evaluate(env, agent, qf, params, key, test_episodes)["returns"]
@@ -124,26 +148,55 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   def one(seed_idx, setting_idx, params, base_key, tables):
     hp = hparams_of(setting_idx, tables)
     key = jax.random.fold_in(base_key, seed_idx)
-    if offline:
+    policies = {}
+    if baseline:
+      out, returns = None, None
+      policies["played"] = hp
+    elif offline:
       fo = fit(jax.random.fold_in(key, 0), hp, params, tables["size"][setting_idx])
       out = fo._replace(dataset=None)
       returns = None
+      policies["played"] = out.final_qf
     else:
       if "ave_subopt" in record:  # the rho of the objective (nominal agents ignore hp.rho)
         hp = hp._replace(rho=tables["record_rho"][setting_idx])
       out = train(jax.random.fold_in(key, 0), hp, params)
       returns = out.returns
+      policies["played"] = out.final_qf
+      if greedy:  # the bonus-free greedy policy of the same data (drjax.replan at beta = 0)
+        policies["greedy"] = _greedy_qf(env, agent, out.state, hp, params)
     k_eval = jax.random.fold_in(key, 1)
-    if target_mode != "source":  # "targets" or "targets:NAME" (config.target_mode)
-      tps = make_targets(env, target_mode, params, tables["targets"])
-      val, err = jax.vmap(lambda t: value_in(out.final_qf, t, k_eval))(tps)
+    res = {}
+    for mode in ("played", "greedy") if greedy else ("played",):
+      suffix = "" if mode == "played" else "_" + mode
+      if mode not in policies:  # offline agents and baselines: one policy
+        nan = jnp.full((tables["targets"].shape[0] if target_mode != "source" else 1,), jnp.nan,
+                       tables["beta"].dtype)
+        res["value" + suffix], res["value" + suffix + "_stderr"] = nan, nan
+        if source_eval:
+          res["source_value" + suffix] = nan[0]
+        continue
+      pol = policies[mode]
+      if target_mode != "source":  # "targets" or "targets:NAME" (config.target_mode)
+        tps = make_targets(env, target_mode, params, tables["targets"])
+        val, err = jax.vmap(lambda t, pol=pol: value_in(pol, t, k_eval))(tps)
+        if source_eval:
+          res["source_value" + suffix] = value_in(pol, params, k_eval)[0]
+      else:
+        val, err = value_in(pol, params, k_eval)
+        val, err = val[None], err[None]
+        if source_eval:
+          res["source_value" + suffix] = val[0]
+      res["value" + suffix], res["value" + suffix + "_stderr"] = val, err
+    val = res["value"]
+    if baseline:
+      train_return = jnp.full((), jnp.nan, val.dtype)
     else:
-      val, err = value_in(out.final_qf, params, k_eval)
-      val, err = val[None], err[None]
-    train_return = out.data_return if offline else ordered_sum(returns) / episodes
-    res = {"train_return": train_return, "value": val, "value_stderr": err}
+      train_return = out.data_return if offline else ordered_sum(returns) / episodes
+    res["train_return"] = train_return
     if save_returns:
-      res["returns"] = (jnp.full((episodes,), jnp.nan, val.dtype) if offline else returns)
+      res["returns"] = (returns if returns is not None
+                        else jnp.full((episodes,), jnp.nan, val.dtype))
     for name in record:
       res["record_" + name] = _recorded(name, out, at, env, params, hp.rho)
     return res
@@ -164,6 +217,23 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   return (jax.jit(exact_matmuls(chunk), in_shardings=(runs, runs, rep, rep, rep),
                   out_shardings=runs),
           runs, rep)
+
+
+def params_dtype(params):
+  """The float dtype of an environment's params (the computation's)."""
+  leaves = [x for x in jax.tree_util.tree_leaves(params) if jnp.issubdtype(x.dtype, jnp.floating)]
+  return leaves[0].dtype if leaves else jnp.result_type(float)
+
+
+def _greedy_qf(env, agent, state, hp, params):
+  """``drjax.replan`` of a run's final state at beta = 0 (an agent whose state is neither
+  buffer nor statistics form, e.g. We-DRIVE-U's, plans through its own ``plan(...,
+  refactor=True)``)."""
+  hp0 = hp._replace(beta=jnp.zeros_like(hp.beta))
+  from drjax.agents import base  # pylint: disable=g-import-not-at-top
+  if isinstance(state, (base.AgentState, base.StatsState)):
+    return replan(env, agent, state, hp0, params)
+  return agent.plan(state, hp0, None, refactor=True)
 
 
 def _recorded(name: str, out, at, env, params, rho):

@@ -69,11 +69,15 @@ class SweepResult:
       ``train_return [R]``, ``value [R, T]``, ``value_stderr [R, T]`` and, with
       ``save_returns``, ``returns [R, K]`` (for a directory: read from its chunk files on first
       access).
-    info: the ``sweep.json`` content (config, provenance, devices, layout, timings).
+    info: the ``sweep.json`` content (config, provenance, devices, layout, timings; with
+      ``config.tune``, ``tuning``: the grid, the policy and the selected settings).
+    tuned: with ``config.tune``, the summary rows of the selected settings (``tuned.csv``;
+      ``drjax.sweeps.tuning``), else None.
   """
 
   def __init__(self, df, summary, arrays, info, *, out: str | None = None, loader=None):
     self._df, self.summary, self._arrays, self.info = df, summary, arrays, info
+    self.tuned = None  # SweepConfig.tune: the selected settings' summary rows (tuned.csv)
     self._out, self._loader = out, loader
 
   @property
@@ -376,7 +380,9 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
                                      _behavior(config, env) if offline else None,
                                      max(config.trajectories) if offline else 0,
                                      0 if lay.grouped[k] else lay.agents[k][1] // lay.groups,
-                                     tuple(config.record), tuple(config.record_at or ()))
+                                     tuple(config.record), tuple(config.record_at or ()),
+                                     tuple(config.eval_modes or ("played",)),
+                                     bool(config.tune) and config.targets is not None)
     params = grid.params  # [G, ...]: one per source group; a chunk uses its group's
     tables = {"rho": grid.rho.astype(dtype), "beta": grid.beta.astype(dtype),
               "lam": grid.lam.astype(dtype), "targets": targets.astype(dtype),
@@ -427,26 +433,41 @@ def _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start):
     tables.abort()
     raise
   summary = tables.summary()
+  tuning = tuned = None
+  if config.tune:  # the source-only tuning protocol (drjax.sweeps.tuning)
+    from drjax.sweeps import tuning as tuning_lib  # pylint: disable=g-import-not-at-top
+    tuning, tuned = tuning_lib.record(config, summary)
   if out is None:
     df = tables.frame()
     arrays = {k: np.concatenate(v) for k, v in tables.arrays.items()}
     timings["finish_s"] = round(time.perf_counter() - t0, 3)
     timings["total_s"] = round(time.perf_counter() - t_start, 3)
     info = _meta(config, lay, mesh, command, status="complete", timings=timings)
-    return SweepResult(df, summary, arrays, info)
+    if tuning is not None:
+      info["tuning"] = tuning
+    res = SweepResult(df, summary, arrays, info)
+    res.tuned = tuned
+    return res
   _atomic_write(os.path.join(out, "summary.csv"), summary.to_csv(index=False).encode())
+  if tuned is not None:
+    _atomic_write(os.path.join(out, "tuned.csv"), tuned.to_csv(index=False).encode())
   # The figure needs the table's columns only (setting_columns), not its rows.
   _plot(pd.DataFrame(columns=tables.names), summary, config, os.path.join(out, "sweep.png"))
   timings["finish_s"] = round(time.perf_counter() - t0, 3)
   timings["total_s"] = round(time.perf_counter() - t_start, 3)
   timings["chunk_seconds_total"] = round(tables.chunk_seconds, 3)
   info = _meta(config, lay, mesh, command, status="complete", timings=timings)
-  info["outputs"] = [f for f in RESULTS + ("returns.npy",) if os.path.exists(os.path.join(out, f))]
+  if tuning is not None:
+    info["tuning"] = tuning
+  info["outputs"] = [f for f in RESULTS + ("returns.npy", "tuned.csv")
+                     if os.path.exists(os.path.join(out, f))]
   _atomic_write(os.path.join(out, "sweep.json"), (json.dumps(info, indent=2) + "\n").encode())
   _log(quiet, f"wrote {out}/ ({tables.rows} rows)")
   chash = config_hash(config)
-  return SweepResult(None, summary, None, info, out=out,
-                     loader=functools.partial(_read_arrays, out, lay, chash))
+  res = SweepResult(None, summary, None, info, out=out,
+                    loader=functools.partial(_read_arrays, out, lay, chash))
+  res.tuned = tuned
+  return res
 
 
 def merge(out: str, *, quiet: bool = True, command: Sequence[str] | None = None,

@@ -192,7 +192,7 @@ def _clear(out: str) -> None:
   if os.path.isdir(cdir):
     for f in os.listdir(cdir):
       os.unlink(os.path.join(cdir, f))
-  for f in RESULTS + ("sweep.json", "returns.npy"):
+  for f in RESULTS + ("sweep.json", "returns.npy", "tuned.csv"):
     p = os.path.join(out, f)
     if os.path.exists(p):
       os.unlink(p)
@@ -251,7 +251,8 @@ def _read_arrays(out: str, lay: Layout, chash: str) -> dict:
     r = _read_chunk(_chunk_path(out, j), chash, *lay.chunk_runs(j))
     if r is None:
       raise _Error("out", f"chunk file {_chunk_path(out, j)} is missing")
-    for name in ("train_return", "value", "value_stderr", "returns") + tuple(
+    for name in ("train_return", "value", "value_stderr", "returns", "value_greedy",
+                 "value_greedy_stderr", "source_value", "source_value_greedy") + tuple(
         k for k in r if k.startswith("record_")):
       if name in r:
         parts.setdefault(name, []).append(r[name])

@@ -58,6 +58,28 @@ class _Stats:
 
 
 STATS = ("value", "train_return")  # the summarized columns
+# Also summarized when the table has it (``SweepConfig.tune`` with targets): each policy's value
+# in the source, what the tuning protocol selects by.
+SOURCE_STAT = "source_value"
+
+
+def policy_modes(config: SweepConfig, agent: str) -> tuple:
+  """The policies evaluated for ``agent``'s runs (the ``policy`` column's values): the
+  config's ``eval_modes`` for an online agent, ``("played",)`` for the others (one policy)."""
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  modes = tuple(config.eval_modes or ("played",))
+  return modes if registry.get(agent).kind == "online" else ("played",)
+
+
+def has_policy_column(config: SweepConfig) -> bool:
+  """Whether the tables have a ``policy`` column (the modes are more than ``("played",)``)."""
+  return tuple(config.eval_modes or ("played",)) != ("played",)
+
+
+def has_source_column(config: SweepConfig) -> bool:
+  """Whether the tables have a ``source_value`` column (tuning with targets: without targets
+  ``value`` is the source value)."""
+  return bool(getattr(config, "tune", None)) and config.targets is not None
 
 
 def _summary_frame(head: dict, stats: dict):
@@ -65,7 +87,7 @@ def _summary_frame(head: dict, stats: dict):
   import pandas as pd  # pylint: disable=g-import-not-at-top
 
   cols = dict(head)
-  for m in STATS:
+  for m in STATS + ((SOURCE_STAT,) if SOURCE_STAT in stats else ()):
     mean, se, n = stats[m]
     cols[f"{m}_mean"], cols[f"{m}_stderr"], cols[f"{m}_count"] = mean, se, n
   return pd.DataFrame(cols)
@@ -98,7 +120,7 @@ def summarize(df):
   starts = np.concatenate([[0], bounds]) if len(order) else np.zeros(0, np.int64)
   groups = np.split(order, bounds) if len(order) else []
   stats = {}
-  for m in STATS:
+  for m in STATS + ((SOURCE_STAT,) if SOURCE_STAT in df.columns else ()):
     acc = _Stats(len(groups), 1)
     x = df[m].to_numpy(np.float64)
     for g, rows in enumerate(groups):
@@ -131,8 +153,16 @@ class _Tables:
         if config.targets else None
     self.columns = [grids[a].columns for a, _ in lay.agents]
     self.dictionary = pa.array(list(config.agents), pa.string())
-    self.stats = [{m: _Stats(s, self.T if m == "value" else 1) for m in STATS}
-                  for _, s in lay.agents]
+    # Policies (SweepConfig.eval_modes): per agent, the modes of its rows (run, policy, target).
+    self.policy = has_policy_column(config)
+    self.modes = [policy_modes(config, a) for a, _ in lay.agents]
+    self.all_modes = list(config.eval_modes or ("played",))
+    self.mode_dictionary = pa.array(self.all_modes, pa.string())
+    self.source = has_source_column(config)
+    self.metrics = STATS + ((SOURCE_STAT,) if self.source else ())
+    self.stats = [{m: _Stats(s, len(pm) * (self.T if m == "value" else 1) if m != "train_return"
+                             else 1) for m in self.metrics}
+                  for (_, s), pm in zip(lay.agents, self.modes)]
     self.next = 0
     self.rows = 0
     self.runs = 0
@@ -141,10 +171,14 @@ class _Tables:
     fields = [("agent", pa.dictionary(pa.int8(), pa.string())), ("setting", pa.int64()),
               ("seed", pa.int64())]
     fields += [(c, pa.from_numpy_dtype(v.dtype)) for c, v in self.columns[0].items()]
+    if self.policy:
+      fields.append(("policy", pa.dictionary(pa.int8(), pa.string())))
     if self.target:
       fields.append((self.target[0], pa.float64()))
     fields += [(c, pa.from_numpy_dtype(dtype)) for c in ("train_return", "value",
                                                          "value_stderr")]
+    if self.source:
+      fields.append((SOURCE_STAT, pa.from_numpy_dtype(dtype)))
     self.record = record_columns(config)  # per-run study columns (SweepConfig.record)
     fields += [(c, pa.int64() if c.split("@")[0] in ("switches", "dual_calls")
                 else pa.from_numpy_dtype(dtype)) for c in self.record]
@@ -187,41 +221,57 @@ class _Tables:
     k = self.lay.chunks[j][0]
     setting, seed = self.lay.chunk_runs(j)
     n, T = len(seed), self.T
+    modes = self.modes[k]
+    P = len(modes)
+    sfx = lambda m: "" if m == "played" else "_" + m  # noqa: E731
     tr = np.asarray(res["train_return"])[:n]
-    value = np.asarray(res["value"])[:n].reshape(n, T)
-    stderr = np.asarray(res["value_stderr"])[:n].reshape(n, T)
-    rows = np.repeat(setting, T)
-    arrays = [pa.DictionaryArray.from_arrays(pa.array(np.full(n * T, k, np.int8)),
+    # [n, P, T]: rows are run-major, then policy, then target.
+    value = np.stack([np.asarray(res["value" + sfx(m)])[:n].reshape(n, T) for m in modes], 1)
+    stderr = np.stack([np.asarray(res["value" + sfx(m) + "_stderr"])[:n].reshape(n, T)
+                       for m in modes], 1)
+    R = P * T  # rows per run
+    rows = np.repeat(setting, R)
+    arrays = [pa.DictionaryArray.from_arrays(pa.array(np.full(n * R, k, np.int8)),
                                              self.dictionary),
-              pa.array(rows), pa.array(np.repeat(seed, T))]
+              pa.array(rows), pa.array(np.repeat(seed, R))]
     arrays += [pa.array(col[rows], from_pandas=True) for col in self.columns[k].values()]
+    if self.policy:
+      ids = np.array([self.all_modes.index(m) for m in modes], np.int8)
+      arrays.append(pa.DictionaryArray.from_arrays(pa.array(np.tile(np.repeat(ids, T), n)),
+                                                   self.mode_dictionary))
     if self.target:
-      arrays.append(pa.array(np.tile(self.target[1], n)))
-    arrays += [pa.array(np.repeat(tr, T), from_pandas=True),
+      arrays.append(pa.array(np.tile(self.target[1], n * P)))
+    arrays += [pa.array(np.repeat(tr, R), from_pandas=True),
                pa.array(value.reshape(-1), from_pandas=True),
                pa.array(stderr.reshape(-1), from_pandas=True)]
+    if self.source:
+      src = np.stack([np.asarray(res[SOURCE_STAT + sfx(m)])[:n] for m in modes], 1)  # [n, P]
+      arrays.append(pa.array(np.repeat(src.reshape(-1), T), from_pandas=True))
     nat = len(self.config.record_at or ())
     for i, c in enumerate(self.record):  # columns name-major, checkpoint-minor
       x = np.asarray(res["record_" + self.config.record[i // nat]])[:n, i % nat]
-      arrays.append(pa.array(np.repeat(x.astype(np.int64) if x.dtype.kind in "iu" else x, T),
+      arrays.append(pa.array(np.repeat(x.astype(np.int64) if x.dtype.kind in "iu" else x, R),
                              from_pandas=True))
     self._emit(pa.RecordBatch.from_arrays(arrays, schema=self.schema.remove_metadata()))
     # Summary: the chunk's runs are setting-major, so each setting is one block of rows.
     cuts = np.flatnonzero(np.diff(setting)) + 1
     for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [n]])):
       s = int(setting[a])
-      self.stats[k]["value"].add(s, value[a:b])
+      self.stats[k]["value"].add(s, value[a:b].reshape(b - a, R))
       self.stats[k]["train_return"].add(s, tr[a:b, None])
+      if self.source:
+        self.stats[k][SOURCE_STAT].add(s, src[a:b])
     if self.returns is not None:
       self.returns[self.runs:self.runs + n] = np.asarray(res["returns"])[:n]
     if self.out is None:
-      for name in ("train_return", "value", "value_stderr", "returns") + tuple(
+      for name in ("train_return", "value", "value_stderr", "returns", "value_greedy",
+                   "value_greedy_stderr", SOURCE_STAT, SOURCE_STAT + "_greedy") + tuple(
           "record_" + r for r in self.config.record):
         if name in res:
           self.arrays.setdefault(name, []).append(np.asarray(res[name])[:n])
     self.chunk_seconds += float(res.get("seconds", 0.0))
     self.runs += n
-    self.rows += n * T
+    self.rows += n * R
     self.next += 1
 
   def _emit(self, batch) -> None:
@@ -249,24 +299,39 @@ class _Tables:
     head = {"agent": [], "setting": []}
     for c in self.columns[0]:
       head[c] = []
+    if self.policy:
+      head["policy"] = []
     if self.target:
       head[self.target[0]] = []
-    stats = {m: ([], [], []) for m in STATS}
+    stats = {m: ([], [], []) for m in self.metrics}
     for k, (_, S) in enumerate(self.lay.agents):
-      ids = np.repeat(np.arange(S), self.T)
-      head["agent"].append(np.full(S * self.T, k))
+      modes = self.modes[k]
+      P, T = len(modes), self.T
+      ids = np.repeat(np.arange(S), P * T)
+      head["agent"].append(np.full(S * P * T, k))
       head["setting"].append(ids)
       for c, v in self.columns[k].items():
         head[c].append(v[ids])
+      if self.policy:
+        codes = np.array([self.all_modes.index(m) for m in modes])
+        head["policy"].append(np.tile(np.repeat(codes, T), S))
       if self.target:
-        head[self.target[0]].append(np.tile(self.target[1], S))
-      for m in STATS:
+        head[self.target[0]].append(np.tile(self.target[1], S * P))
+      for m in self.metrics:
         res = self.stats[k][m].result()
         for acc, r in zip(stats[m], res):
-          acc.append(np.repeat(r[:, 0], self.T) if m != "value" else r.reshape(-1))
+          if m == "value":
+            acc.append(r.reshape(-1))  # [S, P * T]
+          elif m == "train_return":
+            acc.append(np.repeat(r[:, 0], P * T))
+          else:  # [S, P]
+            acc.append(np.repeat(r.reshape(-1), T))
     head = {c: np.concatenate(v) for c, v in head.items()}
     head["agent"] = pd.Categorical.from_codes(head["agent"], categories=list(self.config.agents))
-    return _summary_frame(head, {m: tuple(np.concatenate(a) for a in stats[m]) for m in STATS})
+    if self.policy:
+      head["policy"] = pd.Categorical.from_codes(head["policy"], categories=self.all_modes)
+    return _summary_frame(head, {m: tuple(np.concatenate(a) for a in stats[m])
+                                 for m in self.metrics})
 
   def frame(self):
     """The in-memory DataFrame (``out=None`` only)."""
