@@ -24,11 +24,13 @@ import importlib.util
 import os
 import sys
 
-__all__ = ["load", "resolve", "loaded", "load_entry_points", "PluginError", "GROUPS"]
+__all__ = ["load", "resolve", "loaded", "source_hash", "load_entry_points", "PluginError",
+           "GROUPS"]
 
 GROUPS = ("drjax.agents", "drjax.envs")
 
 _LOADED: dict[str, str] = {}  # resolved spec -> module name
+_SOURCES: dict[str, str] = {}  # resolved spec -> hash of the source it was loaded from
 _ENTRY_POINTS_DONE: set[str] = set()
 
 
@@ -84,7 +86,52 @@ def load(spec: str):
     except Exception as e:
       raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
   _LOADED[key] = name
+  _SOURCES[key] = _hash_source(key, module)
   return module
+
+
+def source_hash(spec: str) -> str:
+  """The SHA-256 (16 hex digits) of a plugin's source: the ``.py`` file's bytes, or a module's
+  file (a package: every ``.py`` file under its directory, with their relative paths).
+
+  For a loaded plugin, the source it was loaded from (a file edited since in a running notebook
+  is not what runs); otherwise the source on disk (the plugin is imported to find a module's
+  files). ``drjax sweep`` records it in ``sweep.json`` (``code``): ``--resume`` and ``--merge``
+  refuse a sweep whose plugin source changed. Raises ``PluginError`` as ``load`` does.
+  """
+  key = resolve(spec)
+  if key in _SOURCES:
+    return _SOURCES[key]
+  if _is_file(key):
+    if not os.path.isfile(key):
+      raise PluginError(f"plugin {spec!r}: no such file ({key})")
+    return _hash_source(key, None)
+  return _hash_source(key, load(key))
+
+
+def _hash_source(key: str, module) -> str:
+  """``source_hash`` of a file plugin (``module`` unused) or of an imported module."""
+  if _is_file(key):
+    files = [("", key)]  # a single file: its content only
+  else:
+    path = getattr(module, "__file__", None)
+    roots = list(getattr(module, "__path__", None) or [])  # a package: all its .py files
+    if not roots:
+      files = [("", path)] if path else []
+    else:
+      files = []
+      for root in roots:
+        for d, subdirs, names in os.walk(root):
+          subdirs[:] = sorted(x for x in subdirs if x != "__pycache__")
+          files += [(os.path.relpath(os.path.join(d, f), root), os.path.join(d, f))
+                    for f in sorted(names) if f.endswith(".py")]
+  h = hashlib.sha256()
+  for label, path in files:
+    with open(path, "rb") as f:
+      data = f.read()
+    h.update(f"{label}\0{len(data)}\0".encode())
+    h.update(data)
+  return h.hexdigest()[:16]
 
 
 def loaded() -> tuple[str, ...]:

@@ -158,6 +158,9 @@ def _add_sweep_parser(sub) -> None:
                  help="run only these seed indices (e.g. 3 17 or 3,17)")
   e.add_argument("--resume", action="store_true",
                  help="continue the sweep stored in DIR/sweep.json (no other sweep flags needed)")
+  e.add_argument("--allow-code-change", action="store_true",
+                 help="resume or merge a sweep that ran with other code (another drjax version, "
+                      "a plugin whose source changed; refused without it), recorded in sweep.json")
   e.add_argument("--overwrite", action="store_true",
                  help="start over: delete the sweep DIR holds (its chunks and results) first; "
                       "not with --part, --resume or --merge")
@@ -333,7 +336,7 @@ def _cmd_sweep(parser, args) -> int:
     parser.error(f"{modes[0]}: the sweep comes from a sweep.json; do not combine it with "
                  f"{', '.join(flag(f) for f in given)}")
   if args.merge and (args.part or _sweep_exec_kwargs(parser, args)):
-    parser.error("--merge takes only --out (and --csv, --quiet)")
+    parser.error("--merge takes only --out (and --csv, --quiet, --allow-code-change)")
   if args.csv and args.part is not None:
     parser.error("--csv: the final files of a sweep run in parts are written by --merge; give "
                  "--csv to --merge, not to --part")
@@ -427,7 +430,8 @@ def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, comma
       if os.path.isfile(os.path.join(args.out, "sweep.json")):
         stored = sweeps.load_config(args.out)
         jax.config.update("jax_enable_x64", stored.dtype == "float64")
-      sweeps.merge(args.out, quiet=args.quiet, command=command, csv=args.csv)
+      sweeps.merge(args.out, quiet=args.quiet, command=command, csv=args.csv,
+                   allow_code_change=args.allow_code_change)
       return 0
     if args.from_ is not None:
       base = sweeps.load_config(args.from_).to_dict()
@@ -447,7 +451,8 @@ def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, comma
         parser.error("--save-policies: run it without --part")
       _check_one_setting(sweeps, config)
     sweeps.run(config, out=args.out, devices=args.devices, part=part, overwrite=args.overwrite,
-               quiet=args.quiet, command=command, csv=args.csv)
+               quiet=args.quiet, command=command, csv=args.csv,
+               allow_code_change=args.allow_code_change)
     if args.save_policies is not None:
       meta = policies.save_from_sweep(config, args.save_policies)
       if not args.quiet:

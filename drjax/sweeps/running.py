@@ -24,9 +24,9 @@ from drjax.sweeps.grid import _grid, layout
 from drjax.sweeps.pipeline import _Pipeline
 from drjax.sweeps.program import _check_features, _make_agent, _program
 from drjax.sweeps.storage import (CHUNK_DIR, RESULTS, _atomic_write, _chunk_path, _chunks_done,
-                                  _clear, _meta, _read_arrays, _read_chunk, _read_json,
-                                  _results_meta, _write_meta, check_out_dir, config_hash,
-                                  load_config, stored_layout)
+                                  _clear, _kept_meta, _meta, _read_arrays, _read_chunk, _read_json,
+                                  _results_meta, _write_meta, check_code, check_out_dir,
+                                  config_hash, load_config, stored_layout)
 from drjax.sweeps.tables import _Tables
 
 
@@ -123,7 +123,8 @@ def _warm_imports(csv: bool) -> None:
 
 def run(config: SweepConfig, *, out: str | None = None, devices: int | None = None,
         part: tuple[int, int] | None = None, overwrite: bool = False, quiet: bool = True,
-        command: Sequence[str] | None = None, csv: bool = False) -> SweepResult:
+        command: Sequence[str] | None = None, csv: bool = False,
+        allow_code_change: bool = False) -> SweepResult:
   """Runs a sweep (all of it, or one part) and returns / writes the tidy tables.
 
   Args:
@@ -143,6 +144,9 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
     csv: also write ``results.csv`` (the same rows as ``results.parquet``; pyarrow's CSV writer:
       shortest round-trip floats, NaN as an empty field). Parquet is the primary output: about
       100x smaller and faster to write and read. Not with ``part`` (give it to ``merge``).
+    allow_code_change: resume a sweep in ``out`` that ran with other code (another drjax
+      version, a plugin whose source changed), recorded in ``sweep.json`` (``code_changes``);
+      without it, that is a ``SweepError`` naming what changed (``storage.check_code``).
 
   Host work: while the devices compute chunk ``j + 1``, a host thread writes chunk ``j``'s file
   and streams its rows into the results files (Parquet row groups of ``ROW_GROUP`` rows, fixed,
@@ -188,7 +192,8 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
       config = stored
       _log(quiet, f"resuming {out} with its stored layout (chunk {config.chunk}, memory_mb "
                   f"{config.memory_mb:g})")
-    resuming = check_out_dir(out, config, overwrite=overwrite)
+    resuming = check_out_dir(out, config, overwrite=overwrite,
+                             allow_code_change=allow_code_change)
   env = make_env(config)
   lay = layout(config, env)
   chash = config_hash(config)
@@ -456,7 +461,8 @@ def _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start):
   timings["finish_s"] = round(time.perf_counter() - t0, 3)
   timings["total_s"] = round(time.perf_counter() - t_start, 3)
   timings["chunk_seconds_total"] = round(tables.chunk_seconds, 3)
-  info = _meta(config, lay, mesh, command, status="complete", timings=timings)
+  info = {**_meta(config, lay, mesh, command, status="complete", timings=timings),
+          **_kept_meta(out)}
   if tuning is not None:
     info["tuning"] = tuning
   info["outputs"] = [f for f in RESULTS + ("returns.npy", "tuned.csv")
@@ -471,8 +477,11 @@ def _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start):
 
 
 def merge(out: str, *, quiet: bool = True, command: Sequence[str] | None = None,
-          csv: bool = False) -> SweepResult:
+          csv: bool = False, allow_code_change: bool = False) -> SweepResult:
   """Assembles the final files of a sweep whose chunks were run by parts (``run(part=...)``).
+
+  Code other than the sweep ran (another drjax version, a changed plugin source) is a
+  ``SweepError`` naming it, unless ``allow_code_change`` (recorded in ``sweep.json``).
 
   The chunk files are streamed in order into the results files (as ``run`` does; ``csv`` also
   writes ``results.csv``). Raises ``SweepError`` (on ``out``) if ``out`` holds no sweep, some
@@ -484,6 +493,7 @@ def merge(out: str, *, quiet: bool = True, command: Sequence[str] | None = None,
   if not os.path.isfile(meta_path):
     raise _Error("out", f"{out!r} holds no sweep.json to merge")
   config = validate(load_config(meta_path))
+  check_code(out, config, allow_code_change=allow_code_change)
   env = make_env(config)
   lay = layout(config, env)
   chash = config_hash(config)

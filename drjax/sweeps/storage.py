@@ -55,6 +55,58 @@ def config_hash(config: SweepConfig) -> str:
   return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def code_identity(config: SweepConfig) -> dict:
+  """The code a sweep runs, the other half of its identity (recorded in ``sweep.json`` as
+  ``code``): drjax's version and the source hash of each plugin (``drjax.plugins.source_hash``)."""
+  import drjax  # pylint: disable=g-import-not-at-top
+  from drjax import plugins  # pylint: disable=g-import-not-at-top
+  return {"drjax_version": drjax.__version__,
+          "plugins": {spec: plugins.source_hash(spec) for spec in config.plugins}}
+
+
+def _code_changes(stored: dict, now: dict) -> list:
+  """What differs between the code a sweep ran (``stored``) and ``now``, one phrase each."""
+  out = []
+  if stored.get("drjax_version") != now["drjax_version"]:
+    out.append(f"drjax version {stored.get('drjax_version')} -> {now['drjax_version']}")
+  old = stored.get("plugins")
+  for spec, h in now["plugins"].items():
+    if not isinstance(old, dict) or spec not in old:
+      out.append(f"plugin {spec} (its source was not recorded)")
+    elif old[spec] != h:
+      out.append(f"plugin {spec} (source {old[spec]} -> {h})")
+  return out
+
+
+def check_code(out: str, config: SweepConfig, *, allow_code_change: bool = False) -> None:
+  """Refuses (``SweepError`` on ``out``, one line naming what changed) to continue or merge the
+  sweep held by ``out`` with other code than it ran: another drjax version, or a plugin whose
+  source changed. ``allow_code_change``: continue, and record the change in ``sweep.json``
+  (``code_changes``: what changed, the code before and after; ``code`` becomes the new code)."""
+  path = os.path.join(out, "sweep.json")
+  try:
+    meta = _read_json(path)
+  except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    return  # no sweep here (yet): nothing ran
+  stored = meta.get("code")
+  if not isinstance(stored, dict):  # written before drjax recorded it: the version it recorded
+    prov = meta.get("provenance")
+    stored = {"drjax_version": prov.get("drjax_version") if isinstance(prov, dict) else None}
+  now = code_identity(config)
+  changes = _code_changes(stored, now)
+  if not changes:
+    return
+  if not allow_code_change:
+    raise _Error("out", f"{out!r} was run with other code: {'; '.join(changes)}; its results "
+                        "would mix both versions: restore the code, start over with --overwrite "
+                        "(overwrite=True), or pass --allow-code-change (allow_code_change=True, "
+                        "recorded in sweep.json)")
+  meta["code_changes"] = list(meta.get("code_changes") or []) + [
+      {"changed": changes, "from": stored, "to": now}]
+  meta["code"] = now
+  _atomic_write(path, (json.dumps(meta, indent=2) + "\n").encode())
+
+
 def _data_meta(config: SweepConfig) -> dict:
   """``{"data": ...}``: the offline datasets' provenance (``config.data_provenance``), or ``{}``
   for a sweep without offline agents."""
@@ -145,8 +197,11 @@ def stored_layout(out: str, config: SweepConfig) -> SweepConfig:
   return dataclasses.replace(config, chunk=chunk, memory_mb=float(memory_mb))
 
 
-def check_out_dir(out: str, config: SweepConfig, *, overwrite: bool = False) -> bool:
-  """Refuses (``SweepError`` on ``out``) a directory holding another sweep; writes nothing.
+def check_out_dir(out: str, config: SweepConfig, *, overwrite: bool = False,
+                  allow_code_change: bool = False) -> bool:
+  """Refuses (``SweepError`` on ``out``) a directory holding another sweep, or this sweep run
+  with other code (``check_code``; ``allow_code_change``: continue, recorded in ``sweep.json``,
+  the only thing written).
 
   Returns True when ``out`` already holds this very sweep (it will be resumed); False for a new
   directory, or with ``overwrite`` (the sweep held there will be deleted and started over).
@@ -168,6 +223,7 @@ def check_out_dir(out: str, config: SweepConfig, *, overwrite: bool = False) -> 
                             "settings were ordered differently (source parameters now vary "
                             "slowest); its chunks cannot be resumed: use --overwrite "
                             "(overwrite=True) to start it over, or another directory")
+      check_code(out, config, allow_code_change=allow_code_change)
       return True
     diff = []
     if isinstance(other, dict):
@@ -268,7 +324,7 @@ def _chunks_done(out: str, lay: Layout, chash: str, chunks) -> set:
 def _meta(config, lay, mesh, command, *, status, timings) -> dict:
   devs = list(mesh.devices.flat)
   return {"format": FORMAT, "status": status, "config": config.to_dict(),
-          "config_hash": config_hash(config),
+          "config_hash": config_hash(config), "code": code_identity(config),
           "command": list(command) if command is not None else None,
           "provenance": provenance(),
           "devices": {"count": len(devs), "kinds": sorted({d.device_kind for d in devs}),
@@ -277,8 +333,18 @@ def _meta(config, lay, mesh, command, *, status, timings) -> dict:
           "layout": lay.describe(), "timings": dict(timings), **_data_meta(config)}
 
 
+def _kept_meta(out: str) -> dict:
+  """What a rewrite of ``out/sweep.json`` keeps from the one there: the code changes allowed so
+  far (``check_code``'s ``code_changes``)."""
+  try:
+    changes = _read_json(os.path.join(out, "sweep.json")).get("code_changes")
+  except (OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+    changes = None
+  return {"code_changes": changes} if changes else {}
+
+
 def _write_meta(out, config, lay, mesh, command, *, status, timings) -> None:
-  info = _meta(config, lay, mesh, command, status=status, timings=timings)
+  info = {**_meta(config, lay, mesh, command, status=status, timings=timings), **_kept_meta(out)}
   _atomic_write(os.path.join(out, "sweep.json"), (json.dumps(info, indent=2) + "\n").encode())
 
 
