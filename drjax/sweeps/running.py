@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from drjax._opt_level import compiler_options, opt_level_for
+from drjax.envs.base import FiniteEnvironment
 from drjax.sweeps import storage
 from drjax.sweeps.config import (SweepConfig, _behavior, _is_int, make_env, target_mode,
                                  target_values, validate)
@@ -361,10 +363,40 @@ def _record_rho(config, env, grid) -> np.ndarray:
   return np.broadcast_to(one, grid.rho.shape).copy()
 
 
+def _host_key(seed: int) -> np.ndarray:
+  """``jax.random.PRNGKey(seed)`` as a host array, without an eager dispatch (two small
+  compilations in a fresh process) for JAX's default threefry keys: ``[0, seed]``."""
+  if jax.config.jax_default_prng_impl == "threefry2x32" and 0 <= seed < 2**31:
+    return np.array([0, seed], np.uint32)
+  return np.asarray(jax.device_get(jax.random.PRNGKey(seed)))
+
+
+# The buffer form's put option at -O0 runs its unvectorized code ~5x slower than at -O1 (4 seeds x
+# 50 episodes: compile 0.8 / 2.0 / 11.7 CPU s at -O0 / -O1 / -O3, run 0.07 / 0.015 / 0.014 s):
+# -O0 only up to this many run-episodes, then -O1 (as drjax reproduce's put-option program).
+BUFFER_O0_MAX_WORK = 2_000
+
+
+def _opt_level(config, env, agent, runs: int) -> int | None:
+  """The XLA optimization level of an agent's chunk program, from the sweep's size alone (the
+  same for every chunk, part and resumed run): ``drjax._opt_level.opt_level_for("auto", work)``
+  with work = runs x episodes (online) or runs x the largest dataset (offline)."""
+  if agent.kind == "online":
+    work = runs * config.episodes
+  elif agent.kind == "offline":
+    work = runs * max(config.trajectories)
+  else:
+    work = runs
+  small = 0
+  if agent.kind == "online" and not isinstance(env, FiniteEnvironment):
+    small = 0 if work <= BUFFER_O0_MAX_WORK else 1
+  return opt_level_for("auto", work, small)
+
+
 def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
   """One compiled chunk program per agent with pending chunks (all its chunks share one shape)."""
   ndev = mesh.devices.size
-  base_key = jax.random.PRNGKey(config.seed)
+  base_key = _host_key(config.seed)
   targets = target_values(config.targets) if config.targets else np.zeros((1,))
   dtype = jnp.dtype(config.dtype)
   programs = {}
@@ -398,14 +430,17 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
                   lambda x: x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x,
                   params)}
     tables = jax.tree_util.tree_map(lambda x: _put(x, rep_sh), tables)
-    key = _put(np.asarray(jax.device_get(base_key)), rep_sh)
+    key = _put(base_key, rep_sh)
     _log(quiet, f"compiling {agent_name} (chunk shape {C}) ...")
     t0 = time.perf_counter()
     example = (jax.ShapeDtypeStruct((C,), jnp.int32, sharding=runs_sh),) * 2 + (
         jax.ShapeDtypeStruct((), jnp.int32, sharding=rep_sh),)
-    # XLA's default level (LLVM -O3). -O2 gave the same bits and 25 % less compile time, but its
-    # chunks ran 39 % slower (0.70 vs 0.50 s for 4,000 runs, amd-epyc-2c): not worth it.
-    compiled = prog.lower(*example, key, tables).compile()
+    # XLA's default level (LLVM -O3) for large sweeps: -O2 gave the same bits and 25 % less
+    # compile time, but its chunks ran 39 % slower (0.70 vs 0.50 s for 4,000 runs, amd-epyc-2c).
+    # Small sweeps compile at -O0 (_opt_level): 4 seeds x 50 episodes of the linear MDP, 4.9 ->
+    # 1.0 CPU s of XLA for a run 3 ms either way.
+    compiled = prog.lower(*example, key, tables).compile(
+        compiler_options(_opt_level(config, env, agent, lay.runs(k))))
     timings["compile_s"][agent_name] = round(time.perf_counter() - t0, 3)
     programs[k] = (compiled, C, runs_sh, rep_sh, key, tables)
   return programs
