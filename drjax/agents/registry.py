@@ -8,6 +8,9 @@ The CLI, ``drjax.sweeps`` and ``drjax reproduce`` look agents up here; adding an
   >>> spec = registry.get("drpvi")              # metadata: kind, divergence, hparams, paper
   >>> agent = registry.make("drpvi", env)       # the agent for an environment's (H, d, A)
   >>> hp = registry.make_hparams("drpvi", env, rho=0.3)   # validated, traced-ready
+  >>> registry.register(registry.get("drpvi").replace(name="mine", factory=...))  # a variant
+  >>> registry.register(...)                    # again from the same file / session: replaces
+  >>> registry.unregister("mine")               # a plugin's agent (never a built-in)
 
 Agent protocol (what the engine, evaluation, sweeps and reproduce use):
 
