@@ -100,7 +100,8 @@ def config(grid: Grid, spec: EnvSpec, mode: str) -> sweeps.SweepConfig:
       seeds=grid.seeds, episodes=grid.episodes, rho=tuple(grid.rhos),
       beta=(grid.beta_online if online else grid.beta_offline,), lam=(grid.lam,),
       targets=(spec.field, spec.low, spec.high, grid.targets), test_episodes=grid.test_episodes,
-      trajectories=(grid.trajectories,), behavior="uniform", seed=grid.seed)
+      trajectories=(grid.trajectories,), behavior="uniform", seed=grid.seed,
+      eval_modes=("played",))  # the study's rows: one policy per run (sweeps default: both)
 
 
 def label(agent: str, rho) -> str:
