@@ -296,6 +296,11 @@ def test_registered_for_make_and_sweeps():
   assert isinstance(envs.make("ledge-grid", horizon=8, split=4), LedgeGrid)
   assert envs.SWEEP_SPECS["ledge"].targets == ("wind", "gust", "jitter")
   assert envs.SWEEP_SPECS["ledge-grid"].target == "wind"
+  # the recommended online beta / lambda measure the bonus against the largest return, 1
+  from drjax.envs import recommend  # pylint: disable=g-import-not-at-top
+  assert recommend.return_bound(envs.make("ledge")) == 1.0
+  assert envs.SWEEP_SPECS["ledge"].hparams(envs.make("ledge-grid"))["online"] == {
+      "beta": 0.4, "lam": 0.01}  # one-hot features: the width gap is 1; 4 * 1 * sqrt(0.01) / 1
 
 
 def test_a_learned_agent_runs_through_the_sweep():
@@ -303,8 +308,8 @@ def test_a_learned_agent_runs_through_the_sweep():
   res = sweeps.run(sweeps.SweepConfig(
       env="ledge", agents=("lsvi-ucb",), seeds=2, episodes=3, beta=(1.0,), lam=(0.1,),
       targets=("wind", 0.0, 0.5, 3), test_episodes=8))
-  df = res.df
-  assert len(df) == 2 * 3
+  df = res.df  # the played (optimistic) and the greedy (bonus-free) policy: the spec's modes
+  assert len(df) == 2 * 3 * 2 and sorted(df.policy.unique()) == ["greedy", "played"]
   assert sorted(df.target_wind.unique()) == [0.0, 0.25, 0.5]
   assert df.value.between(0, 1).all() and df.train_return.between(0, 1).all()
 

@@ -123,6 +123,10 @@ for _n, _t in _GYMNAX_TARGETS.items():
                                                    if _n == "acrobot" else ()),
                               hparams=_online_hparams, eval_modes=("played", "greedy"))
 del _n, _t
+for _n in ("ledge", "ledge-grid"):  # recommended beta / lambda for a return of at most 1
+  SWEEP_SPECS[_n] = SWEEP_SPECS[_n]._replace(hparams=_online_hparams,
+                                             eval_modes=("played", "greedy"))
+del _n
 
 
 def register(name: str, cls, sweep: SweepSpec | None = None) -> None:

@@ -104,6 +104,10 @@ class _Geometry:
                               self.start_row)):
       object.__setattr__(self, k, v)
 
+  # The largest return (the payoff comes once, at the last step): what the recommended bonus
+  # scale of the online agents is measured against (``drjax.envs.recommend.return_bound``).
+  max_return = 1.0
+
   @property
   def num_actions(self) -> int:
     return NUM_ACTIONS

@@ -59,8 +59,12 @@ def widths(env) -> tuple[float, float]:
 
 
 def return_bound(env) -> float:
-  """The largest return: ``RETURN_BOUND[env.env_id]``, else the horizon ``H`` (rewards in
+  """The largest return: the environment's ``max_return`` attribute if it has one (``ledge``: 1,
+  its payoff comes once), else ``RETURN_BOUND[env.env_id]``, else the horizon ``H`` (rewards in
   [0, 1])."""
+  own = getattr(env, "max_return", None)
+  if own is not None:
+    return float(own)
   return float(RETURN_BOUND.get(getattr(env, "env_id", None), env.horizon))
 
 
