@@ -75,6 +75,9 @@ STUDY_OUTPUTS = ("width_rect", "width_ellip", "switches", "dual_calls", "robust_
 ALL_OUTPUTS = OUTPUTS + STUDY_OUTPUTS
 FORMS = ("auto", "stats", "buffer")
 SEGMENT_MIN_K = 256
+# The buffer form below SEGMENT_MIN_K plans over the filled slots rounded up to a multiple of this
+# many (``make_train(..., blocks=...)``; ``plan_sizes``).
+PLAN_BLOCK = 16
 
 
 def resolve_form(env, form: str) -> str:
@@ -111,8 +114,34 @@ def segment_bounds(num_episodes: int, first: int = 16, ratio: float = 1.5) -> tu
     end = min(num_episodes, max(end + 1, int(math.ceil(end * ratio))))
 
 
+def plan_sizes(start: int, end: int, block: int) -> tuple[int, ...]:
+  """The plan sizes of a segment of the buffer form whose episodes ``k in [start, end]`` plan with
+  ``k`` filled slots: the multiples of ``block`` from the smallest that covers ``start`` (at least
+  ``block``), and ``end``. Episode k plans over the smallest size ``>= k`` (``plan_index``);
+  ``block = 0``: one size, ``end`` (the whole segment)."""
+  start = _checks.integer("start", start, 0)
+  end = _checks.integer("end", end, 1)
+  block = _checks.integer("block", block, 0)
+  if start > end:
+    raise ValueError(f"start must be <= end, got start = {start}, end = {end}")
+  if block == 0:
+    return (end,)
+  first = max(block, -(-start // block) * block)
+  return tuple(range(first, end, block)) + (end,)
+
+
+def plan_index(k, sizes: tuple[int, ...]):
+  """``[]`` int32: the index of the smallest of ``sizes`` (ascending) that is ``>= k``. From the
+  episode index of the scan, which is not batched under ``vmap`` over seeds or hyperparameters,
+  so the ``lax.switch`` it selects stays a real branch (a batched index would turn it into a
+  select that runs every branch)."""
+  bounds = jnp.asarray(sizes[:-1], jnp.int32)
+  return jnp.sum(bounds < jnp.asarray(k, jnp.int32)).astype(jnp.int32)
+
+
 def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
-               form: str = "auto", outputs=None, segments: bool | None = None):
+               form: str = "auto", outputs=None, segments: bool | None = None,
+               blocks: int | None = None):
   """Builds ``train(key, hparams, env_params) -> TrainOutput`` for one seed.
 
   Args:
@@ -132,6 +161,12 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
       episode k plans over O(k) slots rather than the whole capacity (each segment is compiled
       separately). ``None``: segments when K >= ``SEGMENT_MIN_K`` (long runs, where the saving
       dominates the extra compile time).
+    blocks: buffer form, one segment (no ``segments``): episode k plans over its ``k`` filled
+      slots rounded up to a multiple of ``blocks`` (a ``lax.switch`` over the plan sizes, chosen
+      by the episode index: one compiled plan per size), not over the whole capacity. The same
+      run: the empty slots' atoms are zeros, so the plans are exact (equal to the whole-capacity
+      plan up to the last bits where XLA sums or fuses in another order; the same actions).
+      ``None``: ``PLAN_BLOCK`` slots; ``0``: the whole capacity at every episode (one plan).
   """
   _checks.environment("env", env)
   H = env.horizon
@@ -140,6 +175,8 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
   record_q = _checks.boolean("record_q", record_q)
   if segments is not None:
     segments = _checks.boolean("segments", segments)
+  if blocks is not None:
+    blocks = _checks.integer("blocks", blocks, 0)
   form = resolve_form(env, form)
   if agent.config.capacity < K:
     raise ValueError(f"agent capacity {agent.config.capacity} must be >= num_episodes {K} "
@@ -164,6 +201,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
   if segments is None:
     segments = K >= SEGMENT_MIN_K
   bounds = segment_bounds(K, ratio=2.0) if (segments and not stats) else (K,)
+  block = 0 if (stats or len(bounds) > 1) else (PLAN_BLOCK if blocks is None else blocks)
 
   def train(key, hparams: HParams, env_params) -> TrainOutput:
     _checks.key("key", key)
@@ -206,13 +244,20 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
     from drjax.agents import pieces  # pylint: disable=g-import-not-at-top
     width = exact_matmuls(lambda qf, h, phi: pieces.d_rectangular(qf.pinv[h], phi))
 
-    def make_episode(size, last=False):
+    def make_episode(size, last=False, start=0):
       """One episode: plan, act H steps, update. ``last``: the scan's carry also holds the plan
-      (the final policy is the plan of iteration K, which only plans: see below)."""
+      (the final policy is the plan of iteration K, which only plans: see below). Episodes
+      ``start..size`` plan over ``plan_sizes(start, size, block)`` slots (a buffer state)."""
+      sizes = plan_sizes(start, size, block) if isinstance(state0, base.AgentState) else (size,)
+      branches = [functools.partial(plan, size=n) for n in sizes]
+
       def episode(carry, xs):
         agent_state = carry[0] if last else carry
         k, k_reset, step_keys = xs
-        qf = plan(agent_state, hparams, model, size=size)
+        if len(sizes) == 1:
+          qf = plan(agent_state, hparams, model, size=size)
+        else:  # k: the scan's episode index, not batched under vmap (a real branch)
+          qf = jax.lax.switch(plan_index(k, sizes), branches, agent_state, hparams, model)
         s0 = env.reset(k_reset, env_params)
 
         def step(carry, xs):
@@ -285,10 +330,11 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
         qf0 = jax.tree_util.tree_map(  # a placeholder of the plan's shape (replaced at once)
             lambda x: jnp.zeros(x.shape, x.dtype),
             jax.eval_shape(lambda s: plan(s, hparams, model, size=end), state))
-        (state, final_qf), y = jax.lax.scan(make_episode(end, last=True), (state, qf0), xs)
+        (state, final_qf), y = jax.lax.scan(make_episode(end, last=True, start=start),
+                                            (state, qf0), xs)
         y = jax.tree_util.tree_map(lambda x: x[:-1], y)  # iteration K's episode: dropped
       else:
-        state, y = jax.lax.scan(make_episode(end), state, xs)
+        state, y = jax.lax.scan(make_episode(end, start=start), state, xs)
       ys.append(y)
       start = end
     ((ret, acts, sidx, err, wid, count, value), qfs) = jax.tree_util.tree_map(
