@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import jax
@@ -37,7 +38,7 @@ def make_env(features: str, horizon: int):
                    tiles_per_dim=3, num_tilings=1)
 
 
-def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, length=0.5):
+def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, rhos=(), length=0.5):
   env = make_env(features, horizon)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   params = env.make_params(length=length)
@@ -48,6 +49,10 @@ def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, length=0
   for k in ("drpvi", "drpvi-mono"):
     hp[k] = offline.DRPVIHParams(rho=jnp.zeros((H, d)), beta=jnp.asarray(beta),
                                  lam=jnp.asarray(lam))
+  for r in rhos:  # the robust agents at rho > 0, both estimators
+    for k in ("drpvi", "drpvi-mono"):
+      agents[f"{k}@{r:g}"] = agents[k]
+      hp[f"{k}@{r:g}"] = hp[k]._replace(rho=jnp.full((H, d), r))
   behavior = data.uniform(A)
   base = jax.random.PRNGKey(0)
   keys = jnp.stack([jax.random.fold_in(base, s) for s in range(seeds)])
@@ -109,7 +114,54 @@ def summary(out, t):
   return rows
 
 
+def sweep_rows(out_dir):
+  """The summary of a ``drjax sweep`` of PEVI / DRPVI / DRPVI-mono (``--sweep DIR``)."""
+  import csv
+  with open(f"{out_dir}/summary.csv") as fh:
+    rows = list(csv.DictReader(fh))
+  return [{"agent": r["agent"], "rho": float(r["rho"]) if r["rho"] else None,
+           "target": float(r["target_length"]), "mean": float(r["value_mean"]),
+           "stderr": float(r["value_stderr"]), "seeds": int(r["value_count"])} for r in rows]
+
+
+def findings(paths, out, commands, sweep=None):
+  """Merges result files of this script into one findings JSON (docs/findings/drpvi_gap.json):
+  ``rows`` of (features, beta, target, agent, mean, stderr, seeds, N) and ``diag``."""
+  rows, diag = [], []
+  for path in paths:
+    with open(path) as fh:
+      for o in json.load(fh):
+        for t, summ in o["summary"].items():
+          for agent, (m, se) in summ.items():
+            if any(r["features"] == o["features"] and r["beta"] == o["beta"] and
+                   r["target"] == float(t) and r["agent"] == agent.replace("@", " rho=") for r in rows):
+              continue  # the same run in two files (same keys): keep the first
+            rows.append({"features": o["features"], "beta": o["beta"], "lam": o["lam"],
+                         "target": float(t), "agent": agent.replace("@", " rho="), "mean": m,
+                         "stderr": se, "seeds": o["seeds"], "N": o["N"]})
+        if any(x["features"] == o["features"] and x["beta"] == o["beta"] for x in diag):
+          continue
+        diag.append({"features": o["features"], "beta": o["beta"],
+                     **{k: round(v, 4) for k, v in o["diag"].items()}, "seconds": o["seconds"]})
+  with open(out, "w") as fh:
+    json.dump({"machine": "amd-epyc-2c", "commands": commands, "env": "cartpole H=30 "
+               "obs_dims=(2,3); rbf centers_per_dim=4 (d=32) or tiles 3 per dim, 1 tiling "
+               "(one-hot, d=32); source length 0.5; uniform behavior; 500 test episodes",
+               "rows": rows, "diag": diag,
+               "sweep": sweep_rows(sweep) if sweep else []}, fh, indent=1)
+
+
 def main():
+  if len(sys.argv) > 1 and sys.argv[1] == "--findings":  # --findings OUT IN.json... -- CMD...
+    args = sys.argv[2:]
+    sweep = None
+    if "--sweep" in args:  # --sweep DIR: a drjax sweep's summary.csv
+      i = args.index("--sweep")
+      sweep = args[i + 1]
+      del args[i:i + 2]
+    cut = args.index("--") if "--" in args else len(args)
+    findings(args[1:cut], args[0], args[cut + 1:], sweep)
+    return
   p = argparse.ArgumentParser()
   p.add_argument("--trajectories", type=int, default=1000)
   p.add_argument("--seeds", type=int, default=8)
@@ -120,11 +172,14 @@ def main():
   p.add_argument("--features", nargs="+", default=["rbf", "onehot"])
   p.add_argument("--targets", type=float, nargs="+", default=[0.05, 0.25, 0.5, 2.0],
                  help="pole lengths to evaluate at (source 0.5)")
+  p.add_argument("--rhos", type=float, nargs="*", default=[],
+                 help="also DRPVI (both estimators) at these rho > 0")
   p.add_argument("--out", default=None)
   a = p.parse_args()
   res = []
   for f in a.features:
-    o = run(f, a.trajectories, a.seeds, a.beta, a.lam, a.test_episodes, a.horizon, a.targets)
+    o = run(f, a.trajectories, a.seeds, a.beta, a.lam, a.test_episodes, a.horizon, a.targets,
+            a.rhos)
     o["summary"] = {str(t): summary(o, i) for i, t in enumerate(a.targets)}
     res.append(o)
     print(f"{f} (d={o['d']}, N={a.trajectories}, seeds={a.seeds}, beta={a.beta}, "
