@@ -85,6 +85,20 @@ def offline_bench(quick: bool = False, *, full: bool = False, reps: int = 3) -> 
   return {"rows": rows, "full": full, "markdown": offline.markdown(rows)}
 
 
+@_benchmark
+def first_result_bench(quick: bool = False, *, repeats: int | None = None, commands=None,
+                       checkouts: dict | None = None) -> dict:
+  """Time to first result (``first_result.py``): import, ``--help``, small sweeps of each agent
+  family and ``reproduce all``, cold in fresh processes, per program its size and its trace /
+  lower / XLA seconds."""
+  from drjax.bench import first_result  # pylint: disable=g-import-not-at-top
+  res = first_result.first_result(quick, checkouts=checkouts, repeats=repeats, commands=commands,
+                                  log=lambda m: print(f"[first_result] {m}", file=sys.stderr,
+                                                      flush=True))
+  res["markdown"] = first_result.markdown(res)
+  return res
+
+
 BENCHMARKS = {
     "engine": engine_bench,
     "reproduce_all": reproduce_all,
@@ -92,6 +106,7 @@ BENCHMARKS = {
     "alpha_max": alpha_max,
     "hyperparameter_grid": hyperparameter_grid,
     "offline": offline_bench,
+    "first_result": first_result_bench,
 }
 
 

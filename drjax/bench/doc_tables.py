@@ -344,7 +344,124 @@ def buffer_scaling(root):
           f"(median of 5), chunks of 4 runs with 100 test episodes ({_link(BUFFER_SCALING)}).")
 
 
+FIRST_RESULT = f"{RESULTS}/amd-epyc-2c-first-result.json"
+# (key, what, goal s or None): the goals of issue 35, on two quiet cores without a cache.
+FIRST_RESULT_ROWS = (
+    ("help", "`drjax --help`", 1.0),
+    ("sweep-help", "`drjax sweep --help`", 1.0),
+    ("import", "`python -c 'import drjax'`", None),
+    ("sweep-online", "`drjax sweep --env linear-mdp --agents dr-lsvi-ucb --seeds 4 --episodes 50`",
+     5.0),
+    ("sweep-offline", "`drjax sweep --env linear-mdp --agents drpvi --trajectories 50 --seeds 4`",
+     None),
+    ("sweep-put", "`drjax sweep --env put-option --agents dr-lsvi-ucb --seeds 4 --episodes 50`",
+     None),
+    ("reproduce-all", "`drjax reproduce all`", 30.0),
+)
+PROGRAM_GOALS = {"sweep-online": 2.0}  # its program traced + lowered + compiled
+PROGRAM_NAMES = {
+    "chunk": "the chunk program (train + evaluate)",
+    "linear_mdp_program": "linear MDP (fig1, fig3, subopt)",
+    "put_option_program": "put option (fig2)",
+    "drpvi_program": "DRPVI paper (drpvi)",
+    "r2pvi_linear_program": "R2PVI paper, linear MDP (r2pvi)",
+    "r2pvi_put_program": "R2PVI paper, put option (r2pvi)",
+    "_program": "sensitivity",
+    "program": "the five paper programs (one name before)",
+}
+
+
+def _first_result_entry(label_res, key):
+  if key in label_res["startup"]:
+    return label_res["startup"][key]
+  return label_res["commands"].get(key)
+
+
+def _goal_status(goal, wall, cpu):
+  if goal is None:
+    return "—"
+  if wall <= goal:
+    return f"met ({wall:.1f} s)"
+  if cpu <= goal:
+    return f"met in CPU s ({cpu:.1f} s); wall {wall:.1f} s on the loaded machine"
+  return f"**missed by {cpu - goal:.1f} CPU s**"
+
+
+def first_result(root):
+  """Time to first result (issue 35): the goals, before and after, from one sitting."""
+  d = _load(root, FIRST_RESULT)
+  before, after = d["labels"]["before"], d["labels"]["after"]
+  rows = []
+  for key, what, goal in FIRST_RESULT_ROWS:
+    b, a = _first_result_entry(before, key), _first_result_entry(after, key)
+    if a is None:
+      continue
+    rows.append((what, "—" if goal is None else f"< {goal:g} s",
+                 "—" if b is None else f"{_fixed(b['wall_s'], 2)} ({_fixed(b['cpu_s'], 2)})",
+                 f"{_fixed(a['wall_s'], 2)} ({_fixed(a['cpu_s'], 2)})",
+                 _goal_status(goal, a["wall_s"], a["cpu_s"])))
+    if key in before["commands"] or key in after["commands"]:
+      bc = b["compile_cpu_s"] if b else None
+      goal_p = PROGRAM_GOALS.get(key)
+      ac = a["compile_cpu_s"]
+      rows.append(("  its programs: trace + lower + XLA, CPU s",
+                   "—" if goal_p is None else f"< {goal_p:g} s", _fixed(bc, 2), _fixed(ac, 2),
+                   "—" if goal_p is None else (f"met ({ac:.2f} s)" if ac <= goal_p else
+                                               f"**missed by {ac - goal_p:.2f} s**")))
+  table = _table(("cold, no compilation cache", "goal", "before: wall s (CPU s)",
+                  "after: wall s (CPU s)", "goal met?"), rows)
+  lo, hi = d.get("load_start"), d.get("load_end")
+  return (f"{table}\n\nOn `{d['machine']['name']}` (jax {d['machine']['jax']}), "
+          f"{d['repeats']} interleaved runs of each, medians; the machine was loaded by other jobs "
+          f"(load average {lo[0] if lo else '?'} at the start, {hi[0] if hi else '?'} at the end: "
+          "the wall seconds are upper bounds, the CPU seconds what two quiet cores would take "
+          "at most). Before: "
+          f"`{before.get('commit', 'the code before issue 35')}`; after: "
+          f"`{after.get('commit', 'now')}` ({_link(FIRST_RESULT)}; `drjax bench --only "
+          "first_result`).")
+
+
+def first_result_programs(root):
+  """Every program the commands compile: size and trace / lower / XLA CPU seconds, before and
+  after (a program of the same name)."""
+  d = _load(root, FIRST_RESULT)
+  before, after = d["labels"]["before"], d["labels"]["after"]
+  rows = []
+  for key, what, _ in FIRST_RESULT_ROWS:
+    a = after["commands"].get(key)
+    if a is None:
+      continue
+    b = {p["name"]: p for p in before["commands"].get(key, {"programs": []})["programs"]}
+    label = what
+    for p in a["programs"]:
+      if p["total_cpu_s"] < 0.1:
+        continue
+      q = b.get(p["name"])
+      ba = (lambda f, q=q: "" if q is None else f"{_fixed(q[f], 2)} -> ")  # noqa: E731
+      rows.append((label, PROGRAM_NAMES.get(p["name"], p["name"]),
+                   ("" if q is None else f"{q['ops']:,} -> ") + f"{p['ops']:,}",
+                   p["traces"], ba("trace_cpu_s") + _fixed(p["trace_cpu_s"], 2),
+                   ba("lower_cpu_s") + _fixed(p["lower_cpu_s"], 2),
+                   ba("xla_cpu_s") + _fixed(p["xla_cpu_s"], 2)))
+      label = ""
+    others = [p for p in a["programs"] if p["total_cpu_s"] < 0.1]
+    if others:
+      rows.append((label, f"{len(others)} small programs", f"{sum(p['ops'] for p in others):,}",
+                   sum(p["traces"] for p in others),
+                   _fixed(sum(p["trace_cpu_s"] for p in others), 2),
+                   _fixed(sum(p["lower_cpu_s"] for p in others), 2),
+                   _fixed(sum(p["xla_cpu_s"] for p in others), 2)))
+      label = ""
+  table = _table(("command", "program", "StableHLO ops", "traces", "trace CPU s", "lower CPU s",
+                  "XLA CPU s"), rows)
+  return (f"{table}\n\nAfter the change, with the value before it where a program of the same "
+          "name existed (`before -> after`); medians of the same runs as above. Ops: the "
+          "operations of the StableHLO module JAX hands to XLA (each function counted once).")
+
+
 TABLES = {
+    "first-result": first_result,
+    "first-result-programs": first_result_programs,
     "buffer-scaling": buffer_scaling,
     "engine-entry": engine_entry,
     "engine-cpu": engine_cpu,

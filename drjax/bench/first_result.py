@@ -15,12 +15,13 @@ the median of each figure is kept:
   A program's run time is part of the command's remainder (``other``: running, host work,
   files and figures).
 
-``checkout``: the source tree to measure (put first on ``PYTHONPATH``; default: the installed
-drjax), so that the code before and after a change is measured in one sitting. The child
+``checkouts``: the source trees to measure (each put first on ``PYTHONPATH``; ``None``: the
+installed drjax), interleaved, so that the code before and after a change is measured in one
+sitting. The child
 process only uses ``drjax.cli.main`` and ``jax.monitoring``, so any version of drjax runs in it.
 
 Run: ``drjax bench --only first_result`` (``--quick``: one repeat, no ``reproduce all``), or
-``python -m drjax.bench.first_result --checkout DIR --label NAME --json FILE``.
+``python -m drjax.bench.first_result --checkout before=DIR --checkout after= --json FILE``.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def _programs(child: dict, dump_dir: str | None) -> list[dict]:
       with open(os.path.join(dump_dir, f), encoding="utf-8") as fh:
         ops = _module_ops(fh.read())
       for p in progs.values():
-        if _sanitize(p["name"]) == m.group(1):
+        if _sanitize(p["name"]).strip("_") == m.group(1).strip("_"):
           p["ops"] += ops
           break
   for p in progs.values():
@@ -181,11 +182,19 @@ def _programs(child: dict, dump_dir: str | None) -> list[dict]:
 
 def run_command(key: str, checkout: str | None = None, *, ops: bool = True) -> dict:
   """One cold run of ``COMMANDS[key]``: wall / CPU of the process and its programs."""
-  argv = list(COMMANDS[key][1])
+  return run_argv(list(COMMANDS[key][1]), checkout, ops=ops, out_dir=True)
+
+
+def run_argv(argv, checkout: str | None = None, *, ops: bool = True,
+             out_dir: bool = False) -> dict:
+  """One cold run of ``drjax ARGV`` (``out_dir``: with ``--out`` a fresh directory): wall / CPU
+  of the process, ``jax_import_s`` and ``programs`` (see ``_programs``)."""
+  argv = list(argv)
   with tempfile.TemporaryDirectory(prefix="drjax-first-") as tmp:
     out = os.path.join(tmp, "child.json")
     dump = os.path.join(tmp, "ir") if ops else None
-    argv += ["--out", os.path.join(tmp, "out")]
+    if out_dir:
+      argv += ["--out", os.path.join(tmp, "out")]
     cmd = [sys.executable, "-c", _CHILD, out] + argv
     wall, cpu = _timed(cmd, _env(checkout, {"JAX_DUMP_IR_TO": dump} if dump else None), tmp)
     with open(out, encoding="utf-8") as f:
@@ -244,44 +253,61 @@ def _load_avg() -> list[float] | None:
     return None
 
 
-def first_result(quick: bool = False, *, checkout: str | None = None, repeats: int | None = None,
-                 commands=None, log=None) -> dict:
-  """The benchmark: start-up and the commands' programs, cold, median of ``repeats`` runs."""
+def first_result(quick: bool = False, *, checkouts: dict | None = None,
+                 repeats: int | None = None, commands=None, log=None) -> dict:
+  """The benchmark: start-up and the commands' programs, cold, median of ``repeats`` runs.
+
+  ``checkouts``: ``{label: source tree or None (the installed drjax)}``, measured interleaved
+  (each repeat of each command runs every label in turn, so that they share the machine's load);
+  default ``{"now": None}``. Returns ``{"machine", "repeats", "load_start", "load_end",
+  "labels": {label: {"checkout", "startup", "commands"}}}``.
+  """
   from drjax.bench.machine import machine_info  # pylint: disable=g-import-not-at-top
   repeats = repeats or (1 if quick else 3)
   commands = tuple(commands or (QUICK_COMMANDS if quick else tuple(COMMANDS)))
+  checkouts = dict(checkouts or {"now": None})
   say = log or (lambda m: None)
   t0 = time.perf_counter()
-  res = {"machine": machine_info(), "checkout": checkout, "repeats": repeats,
-         "load_start": _load_avg(), "started": time.strftime("%Y-%m-%d %H:%M:%S %z")}
-  say("start-up ...")
-  res["startup"] = startup(checkout, max(repeats, 3))
-  res["commands"] = {}
+  res = {"machine": machine_info(), "repeats": repeats, "load_start": _load_avg(),
+         "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+         "labels": {k: {"checkout": v, "commands": {}} for k, v in checkouts.items()}}
+  for label, checkout in checkouts.items():
+    git = subprocess.run(["git", "-C", checkout or os.path.dirname(os.path.abspath(__file__)),
+                          "log", "-1", "--format=%h %ad", "--date=short"],
+                         capture_output=True, text=True)
+    res["labels"][label]["commit"] = git.stdout.strip() if git.returncode == 0 else None
+    say(f"start-up ({label}) ...")
+    res["labels"][label]["startup"] = startup(checkout, max(repeats, 3))
   for key in commands:
-    runs = []
+    runs = {label: [] for label in checkouts}
     for i in range(repeats):
-      say(f"{key} ({i + 1}/{repeats}) ...")
-      runs.append(run_command(key, checkout))
-    res["commands"][key] = {"what": COMMANDS[key][0], "argv": COMMANDS[key][1],
-                            **_median_run(runs)}
+      for label, checkout in checkouts.items():
+        say(f"{key} ({label}, {i + 1}/{repeats}) ...")
+        runs[label].append(run_command(key, checkout))
+    for label in checkouts:
+      res["labels"][label]["commands"][key] = {"what": COMMANDS[key][0], "argv": COMMANDS[key][1],
+                                               **_median_run(runs[label])}
   res["load_end"] = _load_avg()
   res["wall_s"] = round(time.perf_counter() - t0, 1)
   return res
 
 
 def markdown(res: dict) -> str:
-  """The result as Markdown tables (the docs' table is ``doc_tables.first_result``)."""
-  lines = ["| start-up | wall s | CPU s |", "|---|---|---|"]
-  for v in res["startup"].values():
-    lines.append(f"| `{v['what']}` | {v['wall_s']:.2f} | {v['cpu_s']:.2f} |")
-  lines += ["", "| command / program | ops | traces | trace s | lower s | XLA s | wall s | CPU s |",
-            "|---|---|---|---|---|---|---|---|"]
-  for c in res["commands"].values():
-    lines.append(f"| **{c['what']}** | | | | | | {c['wall_s']:.1f} | {c['cpu_s']:.1f} |")
-    for p in c["programs"]:
-      if p["total_cpu_s"] >= 0.05:
-        lines.append(f"| {p['name']} | {p['ops']:,} | {p['traces']} | {p['trace_cpu_s']:.2f} | "
-                     f"{p['lower_cpu_s']:.2f} | {p['xla_cpu_s']:.2f} | | |")
+  """The result as Markdown tables, one set per label (the docs' table: ``doc_tables``)."""
+  lines = []
+  for label, r in res["labels"].items():
+    lines += [f"### {label}", "", "| start-up | wall s | CPU s |", "|---|---|---|"]
+    for v in r["startup"].values():
+      lines.append(f"| `{v['what']}` | {v['wall_s']:.2f} | {v['cpu_s']:.2f} |")
+    lines += ["", "| command / program | ops | traces | trace s | lower s | XLA s | wall s | "
+              "CPU s |", "|---|---|---|---|---|---|---|---|"]
+    for c in r["commands"].values():
+      lines.append(f"| **{c['what']}** | | | | | | {c['wall_s']:.1f} | {c['cpu_s']:.1f} |")
+      for p in c["programs"]:
+        if p["total_cpu_s"] >= 0.05:
+          lines.append(f"| {p['name']} | {p['ops']:,} | {p['traces']} | {p['trace_cpu_s']:.2f} | "
+                       f"{p['lower_cpu_s']:.2f} | {p['xla_cpu_s']:.2f} | | |")
+    lines.append("")
   return "\n".join(lines)
 
 
@@ -289,16 +315,22 @@ def main(argv=None) -> int:
   import argparse  # pylint: disable=g-import-not-at-top
   ap = argparse.ArgumentParser(prog="python -m drjax.bench.first_result",
                                description=__doc__.splitlines()[0])
-  ap.add_argument("--checkout", default=None, help="source tree to measure (default: installed)")
-  ap.add_argument("--label", default=None, help="a name for the code measured (in the JSON)")
+  ap.add_argument("--checkout", action="append", default=None, metavar="LABEL=DIR",
+                  help="a source tree to measure, repeatable (LABEL=DIR; LABEL= alone: the "
+                       "installed drjax); default: the installed drjax, labelled 'now'")
   ap.add_argument("--repeats", type=int, default=None)
   ap.add_argument("--only", nargs="+", default=None, choices=tuple(COMMANDS))
   ap.add_argument("--quick", action="store_true")
   ap.add_argument("--json", default=None, help="write the result here")
   ns = ap.parse_args(argv)
-  res = first_result(ns.quick, checkout=ns.checkout, repeats=ns.repeats, commands=ns.only,
+  checkouts = None
+  if ns.checkout:
+    checkouts = {}
+    for item in ns.checkout:
+      label, _, path = item.partition("=")
+      checkouts[label] = path or None
+  res = first_result(ns.quick, checkouts=checkouts, repeats=ns.repeats, commands=ns.only,
                      log=lambda m: print(f"[first_result] {m}", file=sys.stderr, flush=True))
-  res["label"] = ns.label
   print(markdown(res))
   if ns.json:
     with open(ns.json, "w", encoding="utf-8") as f:

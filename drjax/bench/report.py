@@ -121,5 +121,8 @@ def format_report(results: dict) -> str:
             "", f"Warm: {_fmt(r['ms_per_run_warm'])} ms per (setting, seed) run; no retrace/"
             f"recompile: {_fmt(r['no_recompile'])}; outputs differ: {_fmt(r['outputs_differ'])}.",
             "", _load_line(r)]
+  if "first_result" in b:
+    out += ["", "## first_result (cold, fresh processes, CPU seconds per program)", "",
+            b["first_result"]["markdown"], "", _load_line(b["first_result"])]
   out += ["", f"Total {_fmt(results.get('total_s'))} s."]
   return "\n".join(out)

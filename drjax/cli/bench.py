@@ -14,7 +14,8 @@ def _add_bench_parser(sub) -> None:
                  help="run only these benchmarks: engine, reproduce_all, seed_scaling, "
                       "alpha_max, hyperparameter_grid, offline (offline: PEVI, DRPVI, VA-DRPVI, "
                       "R2PVI-TV/KL/chi2, DRVI-L fits vs vectorized NumPy; with --full its whole "
-                      "grid)")
+                      "grid), first_result (import, --help, small sweeps and reproduce all cold: "
+                      "per program its size and trace / lower / XLA seconds)")
   p.set_defaults(func=_cmd_bench, parser=p)
 
 

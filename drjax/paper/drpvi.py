@@ -151,10 +151,10 @@ def _program(preset: OfflinePreset, num_trajectories: int, level: int | None = N
                robust_first=star.policy[:, 0, 0])
     return res, ref
 
-  def program(params, keys, rhos, qs, beta, lam):
+  def drpvi_program(params, keys, rhos, qs, beta, lam):
     return jax.vmap(lambda p: per_instance(p, keys, rhos, qs, beta, lam))(params)
 
-  return env, jax.jit(program, compiler_options=compiler_options(level))
+  return env, jax.jit(drpvi_program, compiler_options=compiler_options(level))
 
 
 def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=XI, rhos=RHO,

@@ -115,7 +115,7 @@ def _linear_program(preset: Preset, episodes: int, level: int | None = None):
                 ls_err=out_ls.estimation_error, robust_ref=robust_ref, nonrobust_ref=nonrobust_ref,
                 critical_q=critical)
 
-  def program(params, keys, hp_dr: HParams, hp_ls: HParams, qs, fine_qs):
+  def linear_mdp_program(params, keys, hp_dr: HParams, hp_ls: HParams, qs, fine_qs):
     # Training: one flat vmap per agent over (xi_norm, rho, seed), the seeds' keys shared by every
     # setting (one level of batching traces and lowers much faster than three nested ones).
     X, R, S = params.delta.shape[0], hp_dr.beta.shape[0], keys.shape[0]
@@ -137,7 +137,7 @@ def _linear_program(preset: Preset, episodes: int, level: int | None = None):
     return jax.vmap(per_instance, in_axes=(0, 0, 0, None, None, None))(
         params, unflat(out_dr, (X, R, S)), unflat(out_ls, (X, S)), hp_dr, qs, fine_qs)
 
-  return env, jax.jit(program, compiler_options=compiler_options(level))
+  return env, jax.jit(linear_mdp_program, compiler_options=compiler_options(level))
 
 
 def run_linear_mdp(preset: Preset, *, seeds: int, episodes: int, key,

@@ -38,7 +38,7 @@ def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: 
   train_ls = make_train(env, ls, episodes)
   fixed = preset.put_fixed_init
 
-  def program(params, keys, eval_keys, hp_dr, hp_ls, p_us, ref_rhos):
+  def put_option_program(params, keys, eval_keys, hp_dr, hp_ls, p_us, ref_rhos):
     # params: one source params per seed ([S] leaves).
     S, R = keys.shape[0], hp_dr.beta.shape[0]
 
@@ -95,7 +95,7 @@ def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: 
     return dict(dr=dr_curves, ls=ls_curves, dr_train=dr_ret, ls_train=ls_ret, ref=ref,
                 max_count=count)
 
-  return env, jax.jit(program, compiler_options=compiler_options(level))
+  return env, jax.jit(put_option_program, compiler_options=compiler_options(level))
 
 
 def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episodes: int = 100,

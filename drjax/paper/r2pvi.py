@@ -149,7 +149,7 @@ def _program(num_trajectories: int, level: int | None = None):
                     [(1, n_q + j) for j in range(n_q)])
     return {"a/nominal": v[:n_q], "a/regularized": v[n_q:2 * n_q], "b/nominal": v[2 * n_q:]}
 
-  def program(keys, pa, pb, qs, b_weights, c_rho, c_w):
+  def r2pvi_linear_program(keys, pa, pb, qs, b_weights, c_rho, c_w):
     targets = jax.tree_util.tree_map(
         lambda *x: jnp.concatenate(x), target_params(pa, qs), target_params(pb, qs),
         target_params(pa, jnp.asarray([FIG_C_Q], qs.dtype)))
@@ -157,7 +157,7 @@ def _program(num_trajectories: int, level: int | None = None):
     res = jax.vmap(lambda k: per_seed(k, pa, pb, tmodels, b_weights, c_rho, c_w))(keys)
     return res, refs(pa, pb, tmodels)
 
-  return env, jax.jit(program, compiler_options=compiler_options(level))
+  return env, jax.jit(r2pvi_linear_program, compiler_options=compiler_options(level))
 
 
 def put_agents(env) -> dict:
@@ -194,13 +194,13 @@ def _put_program(num_trajectories: int, level: int | None = None):
     n_w = weights.shape[0]
     return {"pevi": v[0], "r2pvi-tv": v[1:1 + n_w], "drpvi": v[1 + n_w:]}
 
-  def program(keys, params, p_us, weights, rhos):
+  def r2pvi_put_program(keys, params, p_us, weights, rhos):
     res = jax.vmap(lambda k: per_seed(k, params, p_us, weights, rhos))(keys)
     opt = evaluate.put_option_optimal_policy(env, params.init_low, params.init_high,
                                              source_p_u=params.p_u)
     return res, values(opt, params, p_us)
 
-  return env, jax.jit(program, compiler_options=compiler_options(level))
+  return env, jax.jit(r2pvi_put_program, compiler_options=compiler_options(level))
 
 
 def run_put(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
