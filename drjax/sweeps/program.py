@@ -233,7 +233,8 @@ def _greedy_qf(env, agent, state, hp, params):
   from drjax.agents import base  # pylint: disable=g-import-not-at-top
   if isinstance(state, (base.AgentState, base.StatsState)):
     return replan(env, agent, state, hp0, params)
-  return agent.plan(state, hp0, None, refactor=True)
+  model = env.model(params) if isinstance(env, FiniteEnvironment) else None
+  return agent.plan(state, hp0, model, refactor=True)
 
 
 def _recorded(name: str, out, at, env, params, rho):
