@@ -261,5 +261,11 @@ def kl_dual_search(M: Array, v: Array, mask, rho, horizon, *, tol: float = 1e-6,
   x1 = b - invphi * (b - a)
   x2 = a + invphi * (b - a)
   st = jax.lax.fori_loop(0, iters, body, (a, b, x1, x2, f(x1), f(x2)))
-  best = jnp.maximum(jnp.max(grid_vals, axis=1), jnp.maximum(st[4], st[5]))
-  return best
+  # The grid's best value read at its argmax ``j``, not as ``jnp.max(grid_vals)``: the same number,
+  # but ``jnp.max``'s derivative is ``sum(t * (x == max)) / count(x == max)``, and XLA may compute
+  # ``grid_vals`` twice (once into the max, once into the comparison, in different fusions) with
+  # results a rounding apart, so that no entry equals the max and the derivative is 0 / 0 = NaN
+  # (issue 37: ``jit(grad)`` in rho was NaN at some optimization levels). The gather's derivative
+  # has no such comparison.
+  grid_best = jnp.take_along_axis(grid_vals, j[:, None], axis=1)[:, 0]
+  return jnp.maximum(grid_best, jnp.maximum(st[4], st[5]))
