@@ -10,7 +10,6 @@ tiny instances, and the opt-in ``monotone`` estimator that removes it.
   overlapping features, equals it with one-hot features, and equals it with ``monotone=True``.
 """
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -34,7 +33,7 @@ def test_hand_instance_negative_inverse_entry_biases_the_rho0_max():
   reg = np.asarray(pinv @ (g.T @ v))  # the plain ridge regression of V (PEVI's)
   assert reg[0] == pytest.approx(z1_reg, rel=1e-12)
   assert float(nu[0]) - reg[0] == pytest.approx(0.5 / 1.76, rel=1e-9)  # the bias, 0.284
-  mono, alpha_m = duals_tv.alpha_max_atoms(pinv, g, v, 0.0, H, monotone=True)
+  mono, _ = duals_tv.alpha_max_atoms(pinv, g, v, 0.0, H, monotone=True)
   np.testing.assert_allclose(np.asarray(mono), reg, atol=1e-12)
   # Coordinate 2 (z_2 increasing): both estimators agree.
   assert float(nu[1]) == pytest.approx(reg[1], abs=1e-12)

@@ -84,7 +84,7 @@ def test_file_round_trip_and_checks(learned, tmp_path):
 
 @pytest.mark.parametrize("mode", ["greedy", "played"])
 def test_eps_greedy_from_file_frequencies(learned, mode):
-  env, params, agent, qf, path = learned
+  env, params, _, qf, path = learned
   A = env.num_actions
   for eps in (0.0, 0.3):
     b, prov = policies.parse(f"eps-greedy:file={path},eps={eps},mode={mode}", env)
@@ -147,7 +147,8 @@ def test_sweep_provenance_and_resume_identity(learned, tmp_path):
                            behavior=spec, beta=(0.1,), lam=(1.0,))
   out = str(tmp_path / "sw")
   res = sweeps.run(cfg, out=out)
-  info = json.load(open(os.path.join(out, "sweep.json")))
+  with open(os.path.join(out, "sweep.json")) as f:
+    info = json.load(f)
   d = info["data"]
   assert d["trajectories"] == [10, 20] and d["collected_per_seed"] == 20 and d["seeds"] == 2
   b = d["behavior"]
@@ -161,7 +162,7 @@ def test_sweep_provenance_and_resume_identity(learned, tmp_path):
   # the same sweep with another file content has another identity (never resumed with it)
   h0 = sweeps.config_hash(cfg)
   other = str(tmp_path / "copy.npz")
-  qf, meta = policies.load(path)
+  qf, _ = policies.load(path)
   policies.save(other, qf._replace(w=qf.w + 1), env.num_actions)
   cfg2 = sweeps.SweepConfig(**{**cfg.__dict__, "behavior": spec.replace(path, other)})
   assert sweeps.config_hash(cfg2) != h0
