@@ -32,6 +32,7 @@ SCALE = 4.0  # (untried - tried-limit) optimistic value / H
 LAM = 0.01  # ridge regularizer
 ELLIPTICAL = ("lsvi-ucb",)  # the agents whose bonus is sqrt(phi^T Lambda^-1 phi)
 RESET_SAMPLES = 64
+MIN_GAP = 1e-3
 # The largest return where it is not the horizon H (rewards in [0, 1] per step): Acrobot and
 # MountainCar pay 1 once, on reaching the goal (drjax.envs.gymnax_env).
 RETURN_BOUND = {"Acrobot-v1": 1.0, "MountainCar-v0": 1.0}
@@ -74,7 +75,8 @@ def online_hparams(env) -> dict:
   pays) and the width gap of the agent's bonus (``widths``), rounded to 3 significant digits."""
   H = return_bound(env)
   norm, gap = widths(env)
-  beta = lambda g: float(f"{SCALE * H * np.sqrt(LAM) / g:.3g}")  # noqa: E731
+  # (a gap below MIN_GAP, e.g. all-zero features at reset, is taken as MIN_GAP: a finite beta)
+  beta = lambda g: float(f"{SCALE * H * np.sqrt(LAM) / max(g, MIN_GAP):.3g}")  # noqa: E731
   out = {"online": {"beta": beta(gap), "lam": LAM}}
   for a in ELLIPTICAL:
     out[a] = {"beta": beta(norm), "lam": LAM}
