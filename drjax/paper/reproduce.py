@@ -171,10 +171,7 @@ def reproduce(names, *, out: str, seeds=None, episodes: int = 100, preset: str =
               f"{list(study.available_families(g.families))}, {g.instances} instances x "
               f"{g.seeds} seeds x K = {g.episodes}, agents {list(study.agents())}")
     else:
-      what = (f"shift study ({grid} grid): {', '.join(s.name for s in g.envs)}, online "
-              f"{list(study.ONLINE)} x K = {g.episodes}, offline {list(study.OFFLINE)} x N = "
-              f"{g.trajectories}, rho {list(g.rhos)}, {g.seeds} seeds, {g.targets} targets x "
-              f"{g.test_episodes} episodes")
+      what = f"{study.describe(g)} ({grid} grid)"
     _log(quiet, f"[drjax] {what} ...")
     (panels, _), phases = _timed(lambda: study.run(  # pylint: disable=cell-var-from-loop
         g, sweep_dir=os.path.join(out, f"{name}-sweeps"), log=lambda m: _log(quiet, m)))
