@@ -66,10 +66,10 @@ def _add_reproduce_parser(sub) -> None:
           "in the same process; 1-2 minutes; not part of all), dimension (the paper's open "
           "question: the d-rectangular and elliptical bonus sums, exact AveSubopt, switches and "
           "dual calls of DR-LSVI-UCB, LSVI-UCB and we-drive-u on random DRMDPs against d and K, "
-          "with fitted exponents; --grid; minutes; not part of all), shifts (gymnax CartPole and "
-          "Pendulum: DR-LSVI-UCB / DRPVI against LSVI-UCB / PEVI learned in the source physics, "
-          "return against the physics shift with 95% bands over seeds; --grid; 2 minutes; not "
-          "part of all), or all. "
+          "with fitted exponents; --grid; minutes; not part of all), shifts (gymnax CartPole: pole "
+          "length, gravity, force; and the ledge: wind; online agents tuned on the source, offline "
+          "agents, baselines and rho = 0 controls, return against the physics shift with 95% bands "
+          "over 16 seeds; --grid; minutes; not part of all), or all. "
           "Writes DIR/<NAME>/<panel>.json, DIR/<NAME>/<NAME>.png/.pdf "
           "and DIR/results.md; each figure directory is written to a temporary directory and "
           "renamed into place."))
@@ -83,8 +83,8 @@ def _add_reproduce_parser(sub) -> None:
                  help="dimension study: default (d 4-128, K 2000; 15 minutes on 2 loaded CPU "
                       "cores), quick (d 4-64, K 1000; 4 minutes), full (d 4-256, K 10^4, more "
                       "instances: a GPU job) or smoke (default: default); shifts study: default "
-                      "(2 minutes on 2 CPU cores), quick, full (10x the runs: a GPU job) or "
-                      "smoke")
+                      "(16 seeds), quick (8 seeds, fewer targets, half K and N), full (80 seeds, "
+                      "3x K and N: a GPU job) or smoke")
   p.set_defaults(func=_cmd_reproduce, parser=p)
 
 
