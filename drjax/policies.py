@@ -301,7 +301,8 @@ def parse(spec: str, env) -> tuple[Callable, dict]:
   * ``eps-greedy:file=PATH,eps=E[,mode=greedy|played][,index=I]``: epsilon-greedy around the
     policy saved in ``PATH`` (``save``), greedy in ``phi^T w`` (``mode=greedy``, default) or as
     the saved agent acts (``played``: rebuilt with ``registry.make(agent, env, **options)``);
-    ``index``: which policy of a stacked file (default 0);
+    ``index``: which policy of a stacked file (default 0), or ``all``: each trajectory around one
+    of the file's P policies, drawn uniformly (a mixture);
   * ``mix:W1*SPEC1+W2*SPEC2+...``: a mixture, each trajectory from component k with probability
     ``Wk / sum W`` (components are any of the above; a path may not contain ``+``).
 
@@ -332,7 +333,7 @@ def _files(spec: str) -> list:
 def _parse(spec: str, env, hashes) -> tuple[Callable, dict]:
   del hashes  # part of the cache key only: a changed file is parsed again
   if spec.startswith("mix:"):
-    comps, weights, prov = [], [], []
+    comps, weights, prov, shares = [], [], [], []
     for part in spec[len("mix:"):].split("+"):
       if "*" not in part:
         raise _error(f"mix: components are WEIGHT*SPEC joined by '+', got {part!r} in {spec!r}")
@@ -346,12 +347,17 @@ def _parse(spec: str, env, hashes) -> tuple[Callable, dict]:
       if sub.startswith("mix:"):
         raise _error(f"mix: components cannot be mixtures, got {sub!r}")
       b, p = _one(sub.strip(), env)
-      comps.append(b)
-      weights.append(w)
       prov.append(p)
+      shares.append(w)
+      if isinstance(b, Mixture):  # index=all: its components, each with its share of w
+        comps.extend(b.behaviors)
+        weights.extend(w * x for x in b.weights)
+      else:
+        comps.append(b)
+        weights.append(w)
     mix = Mixture(comps, weights)
-    for p, w in zip(prov, mix.weights):
-      p["weight"] = w
+    for p, w in zip(prov, shares):
+      p["weight"] = w / sum(shares)
     return mix, {"spec": spec, "kind": "mix", "components": prov,
                  "assignment": "each trajectory's component drawn i.i.d. with the weights"}
   b, p = _one(spec, env)
@@ -386,18 +392,16 @@ def _one(spec: str, env) -> tuple[Callable, dict]:
     mode = kv.get("mode", "greedy")
     if mode not in MODES:
       raise _error(f"eps-greedy: mode must be one of {', '.join(MODES)}, got {mode!r}")
+    every = kv.get("index") == "all"
     try:
-      index = int(kv.get("index", "0"))
+      index = None if every else int(kv.get("index", "0"))
     except ValueError:
-      raise _error(f"eps-greedy: index must be an integer, got {kv['index']!r}") from None
+      raise _error(f"eps-greedy: index must be an integer or 'all', got {kv['index']!r}") from None
     path = kv["file"]
     try:
       qf, meta = load(path, env=env, index=index)
     except (ValueError, TypeError) as e:
       raise _error(f"eps-greedy: {e}") from None
-    if qf.w.ndim != 2:
-      raise _error(f"eps-greedy: {path} holds {meta['num_policies']} policies; pick one with "
-                   "index=I")
     act = None
     if mode == "played":
       if not meta.get("agent"):
@@ -410,10 +414,17 @@ def _one(spec: str, env) -> tuple[Callable, dict]:
       act = registry.make(meta["agent"], env, **opts).act
     dtype = jnp.result_type(float)
     qf = jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), qf)
-    b = epsilon_greedy(qf, eps, A, act=act)
-    return b, {"kind": "eps-greedy", "eps": eps, "mode": mode, "file": os.path.abspath(path),
-               "sha256": file_hash(path), "index": index, "policy_agent": meta.get("agent"),
-               "policy_metadata": meta.get("metadata", {})}
+    prov = {"kind": "eps-greedy", "eps": eps, "mode": mode, "file": os.path.abspath(path),
+            "sha256": file_hash(path), "index": "all" if every else index,
+            "num_policies": meta.get("num_policies", 0), "policy_agent": meta.get("agent"),
+            "policy_metadata": meta.get("metadata", {})}
+    if qf.w.ndim == 2:
+      return epsilon_greedy(qf, eps, A, act=act), prov
+    # index=all on a stack: each trajectory around one of the P policies, drawn uniformly
+    P = qf.w.shape[0]
+    comps = [epsilon_greedy(jax.tree_util.tree_map(lambda x, i=i: x[i], qf), eps, A, act=act)
+             for i in range(P)]
+    return Mixture(comps, [1.0] * P), prov
   raise _error(f"must be 'uniform', 'fixed:A', 'eps-greedy:file=PATH,eps=E' or "
                f"'mix:W1*SPEC1+W2*SPEC2', got {spec!r}")
 

@@ -194,3 +194,26 @@ def test_save_from_sweep_uses_the_sweeps_keys(tmp_path):
   with pytest.raises(SweepError, match="agents"):
     policies.save_from_sweep(sweeps.SweepConfig(env="random", agents=("lsvi-ucb", "pevi"),
                                                 seeds=1, episodes=5), path)
+
+
+def test_index_all_draws_one_saved_policy_per_trajectory(learned, tmp_path):
+  env, params, agent, _, _ = learned
+  hp = registry.make_hparams("dr-lsvi-ucb", env, rho=0.1)
+  keys = jax.random.split(jax.random.PRNGKey(7), 2)
+  stack = policies.learn(env, agent, hp, params, keys, episodes=30)
+  path = str(tmp_path / "pop.npz")
+  policies.save(path, stack, env.num_actions)
+  b, prov = policies.parse(f"mix:1*uniform+3*eps-greedy:file={path},eps=0,index=all", env)
+  assert prov["components"][1]["index"] == "all" and prov["components"][1]["num_policies"] == 2
+  assert [c["weight"] for c in prov["components"]] == [0.25, 0.75]
+  assert b.weights == pytest.approx((0.25, 0.375, 0.375))  # flattened: 3 components
+  b, _ = policies.parse(f"eps-greedy:file={path},eps=0,index=all", env)
+  ds = data_lib.collect(env, params, b, jax.random.PRNGKey(8), 300)
+  a = np.asarray(ds.action)
+  g = [_greedy_numpy(env, params, policies.load(path, index=i)[0], ds, played=False)
+       for i in (0, 1)]
+  assert np.any(g[0] != g[1])  # two different policies
+  whole = [np.all(a == gi, axis=0) for gi in g]  # [N] trajectory follows policy i throughout
+  assert np.all(whole[0] | whole[1])
+  only = [np.mean(w & ~whole[1 - i]) for i, w in enumerate(whole)]
+  assert min(only) > 0.1  # both policies' trajectories occur (each ~1/2 when they differ)

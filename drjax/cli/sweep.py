@@ -86,7 +86,7 @@ def _add_sweep_parser(sub) -> None:
   g.add_argument("--behavior", default=None, metavar="POLICY",
                  help="offline agents' behavior policy: uniform (default), fixed:A (always "
                       "action A; fixed:1 holds the put option), eps-greedy:file=PATH,eps=E"
-                      "[,mode=greedy|played][,index=I] (epsilon-greedy around a saved policy, "
+                      "[,mode=greedy|played][,index=I|all] (epsilon-greedy around a saved policy, "
                       "see --save-policies) or mix:W1*SPEC1+W2*SPEC2 (each trajectory from one "
                       "component, drawn with the weights); recorded in sweep.json (data)")
   g.add_argument("--rho-at", nargs="+", default=None, metavar="H,I",
