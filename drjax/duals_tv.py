@@ -469,7 +469,14 @@ def monotone_candidates(z: Array, c: Array) -> tuple[Array, Array]:
   The population ``E[min(V, alpha)]`` is nondecreasing in alpha; its ridge estimate ``z_i`` is not
   when ``Lambda^-1`` has negative entries. ``z_mono`` is the largest nondecreasing function below
   ``z`` on the candidates, so its maximum at ``rho = 0`` is ``z(H)`` (the last candidate).
+
+  Args:
+    z: ``[d, C]`` values ``z_i(c_j)``.
+    c: ``[C]`` candidates (any order).
   """
+  _checks.array("z", z)
+  _checks.rank("z", z, 2)
+  _checks.array("c", c, (np.shape(z)[1],), "[C]")
   order = jnp.argsort(c)
   cs = c[order]
   zs = z[:, order]

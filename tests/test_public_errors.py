@@ -319,9 +319,13 @@ OFFLINE_OPTS = dict(penalty=CHOICE(), truncation=CHOICE(), vmin=CHOICE(), fail_z
                     tie_break=CHOICE())
 for name, fn in (("drpvi", offline.drpvi), ("va_drpvi", offline.va_drpvi),
                  ("r2pvi", offline.r2pvi), ("r2pvi_kl", offline.r2pvi_kl)):
-  extra = {"va_drpvi": dict(variance=CHOICE()), "r2pvi": dict(divergence=CHOICE())}.get(name, {})
+  extra = {"drpvi": dict(monotone=BOOL()), "va_drpvi": dict(variance=CHOICE(), monotone=BOOL()),
+           "r2pvi": dict(divergence=CHOICE())}.get(name, {})
   spec(name, fn, dict(horizon=H, feature_dim=D, num_actions=A),
        dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), **OFFLINE_OPTS, **extra))
+spec("drpvi_monotone", offline.drpvi_monotone, dict(horizon=H, feature_dim=D, num_actions=A),
+     dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), **OFFLINE_OPTS,
+          monotone=[(True, ValueError, "do not pass monotone")]))
 spec("offline.make_agent", offline.make_agent,
      dict(name="X", hparams_type=offline.DRPVIHParams, horizon=H, feature_dim=D, num_actions=A,
           oracle=compose.TVConstrained()),
@@ -649,7 +653,11 @@ spec("alpha_max_atoms", robust.alpha_max_atoms,
      dict(pinv=ARR((D, D), nan=False), g=[(V6, ValueError)], v=ARR((6,), nan=False),
           rho=NUM(-0.1, 1.5), horizon=NUM(-1.0), method=CHOICE(),
           operator=[(np.zeros((6, D)), ValueError)], sort=BOOL()[:2],
-          grid=[(np.zeros((2, 2)), ValueError)], vmin=[(np.zeros(2), ValueError)]))
+          grid=[(np.zeros((2, 2)), ValueError)], vmin=[(np.zeros(2), ValueError)],
+          monotone=BOOL()[:2]))
+spec("monotone_candidates", duals_tv.monotone_candidates, dict(z=M6, c=V6),
+     dict(z=[(V6, ValueError), ("abc", TypeError)], c=[(np.zeros((2, 2)), ValueError),
+                                                       (np.zeros(5), ValueError)]))
 spec("chi2_dual_max", robust.chi2_dual_max, dict(M=M6, v=V6, weight=1.0, horizon=3.0),
      dict(M=[(V6, ValueError)], v=ARR((6,), nan=False), weight=NUM(0.0), horizon=NUM(-1.0)))
 spec("kl_dual_search", robust.kl_dual_search,
