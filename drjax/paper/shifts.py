@@ -617,3 +617,32 @@ def run(grid: str | Grid = "default", *, sweep_dir: str | None = None, log=None)
   ps["exact"] = {"curves": [], "config": ps[_panel_keys(ps)[0]]["config"],
                  **(exact.get("ledge") or {}), "discount": exact["discount"]}
   return ps, df
+
+
+def findings(ps: dict) -> dict:
+  """``docs/findings/shifts.json``: per curve the band at the source and the hardest target and
+  the difference to its nominal counterpart; the online selections, the exact checks, the
+  configuration and the times."""
+  keys = _panel_keys(ps)
+  cfg = ps[keys[0]]["config"]
+  rows = []
+  for r in summary_rows(ps):
+    rows.append({"sweep": r["panel"], "curve": r["label"], "kind": r["kind"],
+                 "source": r["points"][0], "hardest": r["points"][1],
+                 "minus_nominal": {"source": r["minus_nominal"][0],
+                                   "hardest": r["minus_nominal"][1]}})
+  exact = {k: v for k, v in ps.get("exact", {}).items() if k not in ("curves", "config")}
+  return {"rows": rows, "exact": exact, "tuning": cfg["tuning"], "seconds": cfg["seconds"],
+          "sweep_seconds": cfg["sweep_seconds"], "config": {k: v for k, v in cfg.items()
+                                                            if k not in ("tuning",)}}
+
+
+def load_panels(directory: str) -> dict:
+  """The panels ``drjax reproduce shifts`` wrote (``DIR/shifts/*.json``)."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  out = {}
+  for f in sorted(glob.glob(os.path.join(directory, "*.json"))):
+    with open(f) as fh:
+      out[os.path.splitext(os.path.basename(f))[0]] = json.load(fh)
+  return out
