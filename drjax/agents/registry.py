@@ -595,11 +595,6 @@ def _register_builtins() -> None:
       robust_opts + ("monotone",), "tab:orange", hparam_defaults=_defaults("rho", "beta", "lam"),
       ignores=("clip",)))
   register(AgentSpec(
-      "drpvi-mono", "DRPVI-mono", "offline", "tv", "constrained", ("rho", "beta", "lam"),
-      "DRPVI with z_i(alpha) made monotone before the max (a deviation, docs/presets.md)",
-      _lazy("drjax.agents.offline", "drpvi_monotone"), robust_opts, "darkgoldenrod",
-      hparam_defaults=_defaults("rho", "beta", "lam"), ignores=("clip",)))
-  register(AgentSpec(
       "va-drpvi", "VA-DRPVI", "offline", "tv", "constrained",
       ("rho", "beta", "lam", "var_shift"),
       "Liu & Xu, NeurIPS 2024 (Algorithm 3; Algorithm 2 as variance='alg2')",
@@ -618,6 +613,11 @@ def _register_builtins() -> None:
       "drvi-l", "DRVI-L", "offline", "kl", "constrained", ("rho", "beta", "lam"),
       "Ma et al. 2022 (the R2PVI paper's DRVI-L baseline)", _lazy("drjax.agents.offline", "drvi_l"),
       ("truncation", "fail_zero", "tie_break", "penalty", "tol", "known", "reward"), "tab:pink",
+      hparam_defaults=_defaults("rho", "beta", "lam"), ignores=("clip",)))
+  register(AgentSpec(
+      "drpvi-mono", "DRPVI-mono", "offline", "tv", "constrained", ("rho", "beta", "lam"),
+      "DRPVI with z_i(alpha) made monotone before the max (a deviation, docs/presets.md)",
+      _lazy("drjax.agents.offline", "drpvi_monotone"), robust_opts, "darkgoldenrod",
       hparam_defaults=_defaults("rho", "beta", "lam"), ignores=("clip",)))
   register(AgentSpec(
       "we-drive-u", "We-DRIVE-U", "online", "tv", "constrained",
