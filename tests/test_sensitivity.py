@@ -379,6 +379,34 @@ def test_pathwise_derivative_of_a_learned_estimate_matches_fd():
   assert float(res.d_value.beta) > 0  # a larger bonus raises the optimistic estimate
 
 
+def test_learned_sensitivity_of_an_offline_agent_matches_fd():
+  """R2PVI-KL re-fit to its dataset: the derivatives in reg_weight, beta and lam (issue 37)."""
+  from drjax import data  # pylint: disable=g-import-not-at-top
+  from drjax.agents import offline  # pylint: disable=g-import-not-at-top
+  env, params = random_linear_drmdp(jax.random.PRNGKey(3), 5, 3, 3, 3)
+  params = params._replace(init_dist=jnp.eye(5)[int(params.fail_state == 0)])
+  ds = data.collect(env, params, data.uniform(3), jax.random.key(0), 12)
+  agent = offline.r2pvi_kl(3, 3, 3)
+  hp = offline.make_hparams(agent, reg_weight=0.5, beta=0.05, lam=0.5)
+  res = sens.learned_sensitivity(agent, env, params, ds, hp)
+  f = jax.jit(lambda h: sens.learned_value(agent, env, params, ds, h)[0])
+  assert type(res.d_value) is offline.R2PVIHParams and 0.05 < float(res.value) < 3.0
+  assert float(res.value) == pytest.approx(float(f(hp)))
+  u = jnp.zeros((3, 3)).at[0, 1].set(1.0)
+  for name, d in (("reg_weight", u), ("beta", 1.0), ("lam", 1.0)):
+    g = lambda t, name=name, d=d: f(hp._replace(**{name: getattr(hp, name) + t * d}))  # noqa
+    want = (g(1e-6) - g(-1e-6)) / 2e-6
+    got = jnp.sum(getattr(res.d_value, name) * d)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-8, err_msg=name)
+  with pytest.raises(TypeError, match="train_state"):
+    sens.learned_sensitivity(agent, env, params, None, hp)
+  with pytest.raises(TypeError, match="hparams"):
+    sens.learned_sensitivity(agent, env, params, ds, drjax.make_hparams(3, 3))
+  va = offline.va_drpvi(3, 3, 3)
+  with pytest.raises(TypeError, match="pilot"):
+    sens.learned_value(va, env, params, ds, offline.make_hparams(va))
+
+
 # ------------------------------------------------------------------ bad input
 
 
