@@ -56,7 +56,8 @@ def learned_value(agent, env, env_params, train_state, hparams, key=None, *,
   re-fit instead: ``agent.fit(train_state, hparams, pilot=pilot, model=...)`` with
   ``train_state`` the ``drjax.data.Dataset`` it learns from and, as ``drjax.make_fit`` does, the
   environment's model for a finite environment (sufficient statistics and the exact
-  ``min_s V(s)``); ``hparams`` is then the agent's own type (``agent.make_hparams``).
+  ``min_s V(s)``); ``hparams`` is then the agent's own type
+  (``drjax.agents.offline.make_hparams(agent, ...)``).
 
   Args:
     agent: the ``Agent`` that produced ``train_state`` (or an offline agent).
@@ -142,7 +143,8 @@ def _check_learned_hparams(agent, env, hparams) -> None:
     cls = getattr(agent, "hparams_type", None)
     if cls is None or not isinstance(hparams, cls):
       name = getattr(cls, "__name__", "its hparams_type")
-      raise TypeError(f"hparams must be the offline agent's {name} (agent.make_hparams), got "
+      raise TypeError(f"hparams must be the offline agent's {name} "
+                      f"(drjax.agents.offline.make_hparams(agent, ...)), got "
                       f"{type(hparams).__name__}")
     if _checks.is_concrete(hparams):
       check_hparams(agent, hparams)
