@@ -91,23 +91,46 @@ def _size(w):
   return f"{w['seeds']:,} x {w['episodes']:,}"
 
 
+# The sittings of `drjax bench --only engine` (three runs each) the engine-entry table shows: the
+# latest first (its times), then an earlier one (its ratios, for comparison).
+ENGINE_ENTRY = ("intel-xeon-2c-engine-entry", "amd-epyc-2c-engine-entry")
+
+
+def _engine_runs(root, prefix):
+  files = sorted(glob.glob(os.path.join(root, RESULTS, f"{prefix}-*.json")))
+  return [_load(root, os.path.relpath(f, root)) for f in files]
+
+
 def engine_entry(root):
-  """drjax.sweep against the best NumPy, three runs of `drjax bench --only engine`."""
-  files = sorted(glob.glob(os.path.join(root, RESULTS, "amd-epyc-2c-engine-entry-*.json")))
-  runs = [_load(root, os.path.relpath(f, root)) for f in files]
+  """drjax.sweep against the best NumPy, three runs of `drjax bench --only engine` (the latest
+  sitting; the ratios of an earlier one beside them)."""
+  runs, before = (_engine_runs(root, p) for p in ENGINE_ENTRY)
   rows = []
   for key, what in WORKLOADS:
     ws = [r["benchmarks"]["engine"]["workloads"][key] for r in runs]
+    was = [r["benchmarks"]["engine"]["workloads"][key]["speedup_vs_best_numpy"] for r in before]
     rows.append((what, _size(ws[0]),
                  _range([w["drjax"]["warm_s"] for w in ws], lambda x: _sig(x, 2)),
                  _range([w["numpy_best_s"] for w in ws], lambda x: _sig(x, 2)),
-                 "**" + _range([w["speedup_vs_best_numpy"] for w in ws], _ratio) + "**"))
+                 "**" + _range([w["speedup_vs_best_numpy"] for w in ws], _ratio) + "**",
+                 _range(was, _ratio)))
+  machine, earlier = runs[0]["machine"]["name"], before[0]["machine"]["name"]
   table = _table(("workload", "seeds x episodes", "drjax warm s", "best NumPy s",
-                  "drjax vs best NumPy"), rows)
-  machine = runs[0]["machine"]["name"]
-  return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}), drjax called through "
-          f"`drjax.sweep`, the range over {len(runs)} runs of `drjax bench --only engine` "
-          f"(`{RESULTS}/amd-epyc-2c-engine-entry-{{1,2,3}}.json`).")
+                  "drjax vs best NumPy", f"earlier, on `{earlier}`"), rows)
+  busy = [r["benchmarks"]["engine"].get("others_cores_busy") for r in runs]
+  busy = [b for b in busy if b is not None]
+  load = ""
+  if busy and max(busy) >= 0.25:  # a disturbed sitting says so
+    load = (f" Other processes kept {_range(busy, lambda x: f'{x:.2f}')} of its "
+            f"{runs[0]['machine']['cores']} cores busy during these runs (`others_cores_busy`): "
+            "the times are upper bounds and the ratios noisy.")
+  code = runs[0].get("source_commit")
+  code = f" at commit `{code[:7]}`" if code else ""
+  return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}){code}, drjax called "
+          f"through `drjax.sweep`, the range over {len(runs)} runs of `drjax bench --only engine` "
+          f"(`{RESULTS}/{ENGINE_ENTRY[0]}-{{1,2,3}}.json`).{load} The last column: the ratios of "
+          f"{len(before)} earlier runs on `{earlier}` with no other load "
+          f"(`{ENGINE_ENTRY[1]}-{{1,2,3}}.json`).")
 
 
 def engine_cpu(root):
