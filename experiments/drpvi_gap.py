@@ -38,7 +38,8 @@ def make_env(features: str, horizon: int):
                    tiles_per_dim=3, num_tilings=1)
 
 
-def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, rhos=(), length=0.5):
+def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, rhos=(), length=0.5,
+        va=False):
   env = make_env(features, horizon)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   params = env.make_params(length=length)
@@ -49,6 +50,12 @@ def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, rhos=(),
   for k in ("drpvi", "drpvi-mono"):
     hp[k] = offline.DRPVIHParams(rho=jnp.zeros((H, d)), beta=jnp.asarray(beta),
                                  lam=jnp.asarray(lam))
+  if va:  # VA-DRPVI (Alg. 3) with an independent pilot of N trajectories, both estimators
+    agents["va-drpvi"] = offline.va_drpvi(H, d, A, reward="regressed")
+    agents["va-drpvi-mono"] = offline.va_drpvi(H, d, A, reward="regressed", monotone=True)
+    for k in ("va-drpvi", "va-drpvi-mono"):
+      hp[k] = offline.VADRPVIHParams(rho=jnp.zeros((H, d)), beta=jnp.asarray(beta),
+                                     lam=jnp.asarray(lam), var_shift=jnp.asarray(0.0))
   for r in rhos:  # the robust agents at rho > 0, both estimators
     for k in ("drpvi", "drpvi-mono"):
       agents[f"{k}@{r:g}"] = agents[k]
@@ -59,13 +66,22 @@ def run(features, n, seeds, beta, lam, test_episodes, horizon, targets, rhos=(),
   t0 = time.perf_counter()
   ds = jax.jit(jax.vmap(lambda k: data._collect(env, params, behavior, jax.random.fold_in(k, 0),
                                                 n)))(keys)
+  pilots = None
+  if va:
+    pilots = jax.jit(jax.vmap(lambda k: data._collect(env, params, behavior,
+                                                      jax.random.fold_in(k, 2), n)))(keys)
   out = {"features": features, "d": d, "N": n, "seeds": seeds, "beta": beta, "lam": lam,
          "H": H, "test_episodes": test_episodes, "source_length": length,
          "targets": list(targets), "values": {}, "diag": {}}
   tps = [env.make_params(length=t) for t in targets]
   for name, agent in agents.items():
-    fit = jax.jit(jax.vmap(lambda D, a=agent, h=hp[name]: a.fit.unchecked(D, h, form="buffer")))
-    qf = fit(ds)
+    if agent.needs_pilot:
+      fit = jax.jit(jax.vmap(lambda D, Pd, a=agent, h=hp[name]: a.fit.unchecked(
+          D, h, pilot=Pd, form="buffer")))
+      qf = fit(ds, pilots)
+    else:
+      fit = jax.jit(jax.vmap(lambda D, a=agent, h=hp[name]: a.fit.unchecked(D, h, form="buffer")))
+      qf = fit(ds)
     vals = []
     for tp in tps:  # [targets][seeds]; common random numbers across agents
       ev = jax.jit(jax.vmap(lambda q, k, a=agent, p=tp: evaluate.mc_evaluate(
@@ -172,6 +188,7 @@ def main():
   p.add_argument("--features", nargs="+", default=["rbf", "onehot"])
   p.add_argument("--targets", type=float, nargs="+", default=[0.05, 0.25, 0.5, 2.0],
                  help="pole lengths to evaluate at (source 0.5)")
+  p.add_argument("--va", action="store_true", help="also VA-DRPVI (Alg. 3) with a pilot of N")
   p.add_argument("--rhos", type=float, nargs="*", default=[],
                  help="also DRPVI (both estimators) at these rho > 0")
   p.add_argument("--out", default=None)
@@ -179,7 +196,7 @@ def main():
   res = []
   for f in a.features:
     o = run(f, a.trajectories, a.seeds, a.beta, a.lam, a.test_episodes, a.horizon, a.targets,
-            a.rhos)
+            a.rhos, va=a.va)
     o["summary"] = {str(t): summary(o, i) for i, t in enumerate(a.targets)}
     res.append(o)
     print(f"{f} (d={o['d']}, N={a.trajectories}, seeds={a.seeds}, beta={a.beta}, "
