@@ -367,6 +367,39 @@ def buffer_scaling(root):
           f"(median of 5), chunks of 4 runs with 100 test episodes ({_link(BUFFER_SCALING)}).")
 
 
+FILLED_SLOTS = f"{RESULTS}/amd-epyc-2c-filled-slots.json"
+FILLED_SLOTS_NAMES = {"put": "put option", "cartpole": "CartPole (the shift study's)"}
+
+
+def filled_slots(root):
+  """The buffer form planning over its filled slots against the whole capacity and the strongest
+  NumPy, one process per workload (``benchmarks/filled_slots.py``)."""
+  res = _load(root, FILLED_SLOTS)
+  rows = []
+  for name, w in res["workloads"].items():
+    cfg, med = w["config"], w["median_s"]
+    for b in cfg["blocks"]:
+      k = str(b)
+      plan = "whole capacity (`blocks=0`)" if b == 0 else f"blocks of {b}"
+      rows.append((f"{FILLED_SLOTS_NAMES.get(name, name)}, {_size(cfg)}", plan,
+                   f"{_sig(med[k]['cpu'])} ({_sig(med[k]['wall'])})",
+                   _sig(w["compile_s"][k]["cpu"]),
+                   f"{_sig(med['numpy']['cpu'])} ({_sig(med['numpy']['wall'])})",
+                   f"**{_ratio(w['numpy_over_drjax'][k]['cpu'], 2)}**",
+                   _ratio(w["over_whole_capacity"][k]["cpu"], 2)))
+  table = _table(("workload", "plan", "drjax warm CPU s (wall s)", "compile CPU s",
+                  "NumPy CPU s (wall s)", "NumPy / drjax (CPU s)", "vs whole capacity"), rows)
+  label = res.get("machine_label", res["machine"]["name"])
+  loads = " and ".join(f"{w['load_average_1min']:.0f}" for w in res["workloads"].values())
+  reps = " and ".join(str(w["config"]["repeats"]) for w in res["workloads"].values())
+  return (f"{table}\n\nOn `{label}` (jax {res['jax']}), float32, `drjax.sweep` with "
+          "`drjax.train.PLAN_BLOCK` set to each block size in turn, each compiled without the "
+          "persistent cache (compile: first call minus the median warm call), warm calls "
+          f"interleaved with the NumPy baseline's, medians of {reps} in one process per "
+          f"workload; the machine was loaded by other jobs (load average "
+          f"{loads}), so the CPU seconds are the figures to compare ({_link(FILLED_SLOTS)}).")
+
+
 FIRST_RESULT = f"{RESULTS}/amd-epyc-2c-first-result.json"
 # (key, what, goal s or None): the goals of issue 35, on two quiet cores without a cache.
 FIRST_RESULT_ROWS = (
@@ -486,6 +519,7 @@ TABLES = {
     "first-result": first_result,
     "first-result-programs": first_result_programs,
     "buffer-scaling": buffer_scaling,
+    "filled-slots": filled_slots,
     "engine-entry": engine_entry,
     "engine-cpu": engine_cpu,
     "reproduce-all": reproduce_all,
