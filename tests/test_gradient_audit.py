@@ -244,6 +244,22 @@ def test_regularized_values(kind):
   audit(name, make, pts, TOL_SEARCH if kind == "kl_constrained" else TOL)
 
 
+def test_dual_objectives():
+  """``regularized.kl_constrained_dual_objective`` (documented ``h'(alpha) = KL(nu_alpha || mu) -
+  rho``) and ``chi2_dual_objective`` in (their weight / radius, alpha)."""
+  def make_kl(dtype):
+    mu, V, _ = _factor_data(dtype)
+    return lambda x: regularized.kl_constrained_dual_objective(mu, V, x[0], x[1])
+
+  def make_chi2(dtype):
+    mu, V, _ = _factor_data(dtype)
+    return lambda x: regularized.chi2_dual_objective(mu, V, x[0], x[1])
+  audit("regularized.kl_constrained_dual_objective (rho, alpha)", make_kl,
+        [[0.05, 0.2], [0.3, 1.0], [0.1, 4.0]])
+  audit("regularized.chi2_dual_objective (w, alpha)", make_chi2,
+        [[0.2, 0.9], [1.0, 1.7], [3.0, 2.3]])
+
+
 # ------------------------------------------------------------------- exact planners, evaluation
 
 ENV, _PARAMS = random_linear_drmdp(jax.random.PRNGKey(3), 5, 3, 3, 3)  # S, A, d, H
