@@ -176,3 +176,33 @@ def test_stats_form_and_segments_take_no_blocks():
         jax.random.PRNGKey(0), hp, params).jaxpr
     assert not any(len(e.params["branches"]) > 2 for e in _conds(jaxpr)), kw
   assert train.PLAN_BLOCK > 0
+
+
+def test_small_buffer_sweeps_plan_the_whole_capacity(monkeypatch):
+  """A sweep small enough to compile at -O0 (compiling is its wait) builds one plan: its chunk
+  program gets ``blocks=0``; larger buffer-form sweeps get make_train's default; finite
+  environments (sufficient statistics) and offline agents are left alone."""
+  from drjax import sweeps  # pylint: disable=g-import-not-at-top
+  from drjax.sweeps import program, running  # pylint: disable=g-import-not-at-top
+
+  class Online:
+    kind = "online"
+
+  small = sweeps.SweepConfig(env="put-option", agents=("dr-lsvi-ucb",), seeds=2, episodes=4)
+  put = PutOption()
+  assert running._plan_blocks(small, put, Online(), 2) == 0  # pylint: disable=protected-access
+  runs = running.BUFFER_O0_MAX_WORK // small.episodes + 1
+  assert running._plan_blocks(small, put, Online(), runs) is None  # pylint: disable=protected-access
+  assert running._plan_blocks(small, LinearMDP(), Online(), 2) is None  # pylint: disable=protected-access
+  seen = []
+  real = program.make_train
+
+  def spy(*args, **kw):
+    seen.append(kw.get("blocks", "absent"))
+    return real(*args, **kw)
+
+  monkeypatch.setattr(program, "make_train", spy)
+  res = sweeps.run(sweeps.SweepConfig(env="put-option", env_args={"num_anchors": 4, "horizon": 3},
+                                      agents=("dr-lsvi-ucb",), seeds=2, episodes=4,
+                                      test_episodes=4))
+  assert seen == [0] and len(res.df) == 2

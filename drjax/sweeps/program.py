@@ -82,7 +82,8 @@ def ordered_sum(x):
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
              mesh, num_runs: int, behavior=None, num_trajectories: int = 0,
              settings_per_group: int = 0, record: tuple = (), record_at: tuple = (),
-             eval_modes: tuple = ("played",), source_eval: bool = False):
+             eval_modes: tuple = ("played",), source_eval: bool = False,
+             plan_blocks: int | None = None):
   """Jitted ``f(seed_idx [C], setting_idx [C], group, base_key, tables) -> outputs``, sharded on
   runs.
 
@@ -111,6 +112,9 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
   one policy). ``source_eval``: every policy is also evaluated in the source, ``source_value``
   (and ``source_value_greedy``) ``[]`` per run (``SweepConfig.tune``).
 
+  ``plan_blocks``: ``make_train``'s ``blocks`` (the buffer form planning over its filled slots;
+  ``None``: its default, ``0``: the whole capacity, one compiled plan).
+
   A baseline (``kind="baseline"``, ``drjax.agents.baselines``) trains nothing: its policy is
   evaluated with the run's evaluation key (its ``train_return`` is NaN).
   """
@@ -125,7 +129,8 @@ def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, sa
     study = {"width_rect": "width_rect", "width_ellip": "width_ellip", "switches": "switches",
              "dual_calls": "dual_calls", "ave_subopt": "robust_value"}
     outputs = ("returns", "final_qf") + (("state",) if greedy else ())
-    train = make_train(env, agent, episodes, outputs=outputs + tuple(study[r] for r in record))
+    train = make_train(env, agent, episodes, outputs=outputs + tuple(study[r] for r in record),
+                       blocks=plan_blocks)
     at = np.asarray(record_at, np.int32) - 1  # a constant of the program (no eager dispatch)
   finite = isinstance(env, FiniteEnvironment)
   hparams_of = _hparams_of(agent)
