@@ -170,10 +170,13 @@ def _programs(child: dict, dump_dir: str | None) -> list[dict]:
         continue
       with open(os.path.join(dump_dir, f), encoding="utf-8") as fh:
         ops = _module_ops(fh.read())
-      for p in progs.values():
-        if _sanitize(p["name"]).strip("_") == m.group(1).strip("_"):
-          p["ops"] += ops
-          break
+      # JAX names the module jit_<name> with <name> sanitized ("<lambda>" -> "_lambda"): an exact
+      # match first ("_program" and "program" are different programs), then without the
+      # trailing underscores.
+      match = ([p for p in progs.values() if _sanitize(p["name"]) == m.group(1)] or
+               [p for p in progs.values() if _sanitize(p["name"]).rstrip("_") == m.group(1)])
+      if match:
+        match[0]["ops"] += ops
   for p in progs.values():
     p["total_cpu_s"] = p["trace_cpu_s"] + p["lower_cpu_s"] + p["xla_cpu_s"]
     p["total_s"] = p["trace_s"] + p["lower_s"] + p["xla_s"]
