@@ -145,4 +145,7 @@ def test_registry_names_the_option():
   assert mono.name == "DRPVI-mono" and mono.fit is registry.make("drpvi", (3, 4, 2),
                                                                   monotone=True).fit
   assert registry.make("drpvi", (3, 4, 2)).name == "DRPVI"  # the paper's estimator by default
-  assert registry.NOMINAL["drpvi-mono"] == "pevi"
+  assert registry.NOMINAL["drpvi-mono"] == registry.NOMINAL["va-drpvi-mono"] == "pevi"
+  va = registry.make("va-drpvi-mono", (3, 4, 2))
+  assert va.name == "VA-DRPVI-mono" and va.needs_pilot
+  assert va.fit is registry.make("va-drpvi", (3, 4, 2), monotone=True).fit

@@ -326,6 +326,11 @@ for name, fn in (("drpvi", offline.drpvi), ("va_drpvi", offline.va_drpvi),
 spec("drpvi_monotone", offline.drpvi_monotone, dict(horizon=H, feature_dim=D, num_actions=A),
      dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), **OFFLINE_OPTS,
           monotone=[(True, ValueError, "do not pass monotone")]))
+spec("va_drpvi_monotone", offline.va_drpvi_monotone,
+     dict(horizon=H, feature_dim=D, num_actions=A),
+     dict(horizon=INT(), feature_dim=INT(), num_actions=INT(), **OFFLINE_OPTS,
+          monotone=[(True, ValueError, "do not pass monotone")],
+          variance=[("alg2", ValueError, "monotone=True applies to variance='alg3' only")]))
 spec("offline.make_agent", offline.make_agent,
      dict(name="X", hparams_type=offline.DRPVIHParams, horizon=H, feature_dim=D, num_actions=A,
           oracle=compose.TVConstrained()),

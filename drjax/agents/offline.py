@@ -141,6 +141,15 @@ def drpvi_monotone(horizon: int, feature_dim: int, num_actions: int, **options) 
   return drpvi(horizon, feature_dim, num_actions, monotone=True, **options)
 
 
+def va_drpvi_monotone(horizon: int, feature_dim: int, num_actions: int, **options
+                      ) -> OfflineAgent:
+  """``va_drpvi(..., monotone=True)`` (Alg. 3): VA-DRPVI with ``z_i`` made nondecreasing in alpha
+  before the maximization (opt-in deviation; registry name ``va-drpvi-mono``)."""
+  if "monotone" in options:
+    raise ValueError("va_drpvi_monotone is va_drpvi(monotone=True); do not pass monotone")
+  return va_drpvi(horizon, feature_dim, num_actions, monotone=True, **options)
+
+
 def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str = "paper",
              truncation: str = "paper", vmin: str = "auto", fail_zero: bool = True,
              tie_break: str = "optimistic", variance: str = "alg3",
@@ -175,7 +184,7 @@ def va_drpvi(horizon: int, feature_dim: int, num_actions: int, *, penalty: str =
   if monotone and variance != "alg3":
     raise ValueError("monotone=True applies to variance='alg3' only (Alg. 2's objective is not "
                      "a ridge estimate at fixed weights)")
-  return make_agent("VA-DRPVI", VADRPVIHParams, H, d, A,
+  return make_agent("VA-DRPVI-mono" if monotone else "VA-DRPVI", VADRPVIHParams, H, d, A,
                     oracle=compose.TVConstrained(monotone=monotone),
                     width=penalty, truncation=truncation, reward=reward, vmin=vmin,
                     fail_zero=fail_zero, tie_break=tie_break, variance=variance,

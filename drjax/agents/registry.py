@@ -544,13 +544,14 @@ def _defaults(*names) -> dict:
 # takes the other through its ``reward`` option (``make(name, env, reward="regressed")``).
 # Agents that a robust agent is compared with: its nominal counterpart (``SweepConfig.controls``).
 NOMINAL = {"dr-lsvi-ucb": "lsvi-ucb", "we-drive-u": "lsvi-ucb", "drpvi": "pevi",
-           "drpvi-mono": "pevi",
+           "drpvi-mono": "pevi", "va-drpvi-mono": "pevi",
            "va-drpvi": "pevi", "r2pvi-tv": "pevi", "r2pvi-kl": "pevi", "r2pvi-chi2": "pevi",
            "drvi-l": "pevi"}
 
 
 BUILTIN_REWARDS = {"dr-lsvi-ucb": "theta", "lsvi-ucb": "regressed", "pevi": "regressed",
                    "drpvi": "theta", "drpvi-mono": "theta", "va-drpvi": "theta",
+                   "va-drpvi-mono": "theta",
                    "r2pvi-tv": "theta",
                    "r2pvi-kl": "theta", "r2pvi-chi2": "theta", "drvi-l": "theta",
                    "we-drive-u": "theta"}
@@ -571,7 +572,7 @@ def reward_source(name: str, **options) -> str | None:
 
 
 def _register_builtins() -> None:
-  """The eleven built-in agents and the three baselines."""
+  """The twelve built-in agents and the three baselines."""
   online_opts = ("bonus", "alpha", "grid_size", "tie_break", "solver", "known", "reward")
   register(AgentSpec(
       "dr-lsvi-ucb", "DR-LSVI-UCB", "online", "tv", "constrained", ("rho", "beta", "lam"),
@@ -619,6 +620,13 @@ def _register_builtins() -> None:
       "DRPVI with z_i(alpha) made monotone before the max (a deviation, docs/presets.md)",
       _lazy("drjax.agents.offline", "drpvi_monotone"), robust_opts, "darkgoldenrod",
       hparam_defaults=_defaults("rho", "beta", "lam"), ignores=("clip",)))
+  register(AgentSpec(
+      "va-drpvi-mono", "VA-DRPVI-mono", "offline", "tv", "constrained",
+      ("rho", "beta", "lam", "var_shift"),
+      "VA-DRPVI (Alg. 3) with z_i(alpha) made monotone before the max (a deviation)",
+      _lazy("drjax.agents.offline", "va_drpvi_monotone"), robust_opts, "indigo",
+      needs_pilot=True, hparam_defaults=_defaults("rho", "beta", "lam", "var_shift"),
+      ignores=("clip",)))
   register(AgentSpec(
       "we-drive-u", "We-DRIVE-U", "online", "tv", "constrained",
       ("rho", "beta", "lam", "beta_var", "var_floor"),
