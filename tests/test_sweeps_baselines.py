@@ -261,3 +261,52 @@ def test_default_online_agents_beat_uniform_random_on_cartpole():
     g = s[(s.agent == name) & (s.policy == "greedy")].iloc[0]
     margin = 2.0 * np.hypot(g.value_stderr, rnd.value_stderr)
     assert g.value_mean - rnd.value_mean > margin, (name, g.value_mean, rnd.value_mean)
+
+
+def test_select_best_on_a_hand_made_summary():
+  """Argmax per (agent, rho) of the named policy's source mean; ties go to the first setting;
+  agents with one policy use theirs; baselines are left out."""
+  import pandas as pd
+  rows = []
+  vals = {("lsvi-ucb", 0, "played"): 5.0, ("lsvi-ucb", 0, "greedy"): 1.0,
+          ("lsvi-ucb", 1, "played"): 2.0, ("lsvi-ucb", 1, "greedy"): 3.0,
+          ("dr-lsvi-ucb", 0, "played"): 4.0, ("dr-lsvi-ucb", 0, "greedy"): 7.0,
+          ("dr-lsvi-ucb", 1, "played"): 4.0, ("dr-lsvi-ucb", 1, "greedy"): 7.0,  # a tie
+          ("pevi", 0, "played"): 1.0, ("pevi", 1, "played"): 6.0}
+  betas = {0: 1.0, 1: 10.0}
+  for (agent, s, pol), v in vals.items():
+    for t in (0.5, 1.0):  # two targets: the source value repeats
+      rows.append({"agent": agent, "setting": s, "rho": 0.1 if agent == "dr-lsvi-ucb" else
+                   np.nan, "beta": betas[s], "lam": 0.1, "policy": pol, "target_length": t,
+                   "value_mean": -v, "value_stderr": 0.0, "value_count": 2,
+                   "train_return_mean": 0.0, "train_return_stderr": 0.0, "train_return_count": 2,
+                   "source_value_mean": v, "source_value_stderr": 0.5, "source_value_count": 2})
+  rows.append({"agent": "uniform-random", "setting": 0, "rho": np.nan, "beta": np.nan,
+               "lam": np.nan, "policy": "played", "target_length": 0.5, "value_mean": 9.0,
+               "value_stderr": 0.0, "value_count": 2, "train_return_mean": np.nan,
+               "train_return_stderr": np.nan, "train_return_count": 0, "source_value_mean": 9.0,
+               "source_value_stderr": 0.0, "source_value_count": 2})
+  summary = pd.DataFrame(rows)
+  got = {r.agent: r.beta for r in select_best(summary, "greedy").itertuples()}
+  assert got == {"lsvi-ucb": 10.0, "dr-lsvi-ucb": 1.0, "pevi": 10.0}
+  got = {r.agent: r.beta for r in select_best(summary, "played").itertuples()}
+  assert got == {"lsvi-ucb": 1.0, "dr-lsvi-ucb": 1.0, "pevi": 10.0}
+  with pytest.raises(ValueError, match="policy"):
+    select_best(summary, "best")
+  with pytest.raises(ValueError, match="source"):  # targets but no source value
+    select_best(summary.drop(columns=[c for c in summary if c.startswith("source_")]))
+
+
+def test_controls_for_offline_agents_and_the_cli_flags():
+  v = validate(SweepConfig(env="linear-mdp", agents=("drpvi",), rho=(0.2,), controls=True))
+  assert v.agents == ("drpvi", "pevi", "uniform-random") and v.rho == (0.0, 0.2)
+  assert validate(v) == v  # resolved configs are fixed points (resume, merge)
+  from drjax import cli
+  from drjax.cli.sweep import _sweep_config_kwargs
+  parser = cli.build_parser()
+  args = parser.parse_args(["sweep", "--env", "cartpole", "--agents", "lsvi-ucb", "dr-lsvi-ucb",
+                            "--eval", "played", "greedy", "--controls", "--tune", "greedy",
+                            "--beta", "1", "10", "--out", "x"])
+  kw = _sweep_config_kwargs(parser, args)
+  assert kw["eval_modes"] == ("played", "greedy") and kw["controls"] is True
+  assert kw["tune"] == "greedy" and kw["beta"] == (1.0, 10.0) and "lam" not in kw
