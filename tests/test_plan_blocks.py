@@ -190,10 +190,10 @@ def test_small_buffer_sweeps_plan_the_whole_capacity(monkeypatch):
 
   small = sweeps.SweepConfig(env="put-option", agents=("dr-lsvi-ucb",), seeds=2, episodes=4)
   put = PutOption()
-  assert running._plan_blocks(small, put, Online(), 2) == 0  # pylint: disable=protected-access
-  runs = running.BUFFER_O0_MAX_WORK // small.episodes + 1
-  assert running._plan_blocks(small, put, Online(), runs) is None  # pylint: disable=protected-access
-  assert running._plan_blocks(small, LinearMDP(), Online(), 2) is None  # pylint: disable=protected-access
+  rule = running._plan_blocks  # pylint: disable=protected-access
+  assert rule(small, put, Online(), 2) == 0
+  assert rule(small, put, Online(), running.BUFFER_O0_MAX_WORK // small.episodes + 1) is None
+  assert rule(small, LinearMDP(), Online(), 2) is None
   seen = []
   real = program.make_train
 
