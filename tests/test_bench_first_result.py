@@ -27,7 +27,8 @@ def test_programs_aggregate_outermost_events(tmp_path):
       "    %0 = stablehlo.add %a, %a : tensor<f32>\n    return %0\n  }\n}\n")
   (tmp_path / "jax_ir0001_jit__lambda_compile.mlir").write_text(
       "%0 = stablehlo.sine %a\n%1 = stablehlo.cosine %0\n")
-  progs = {p["name"]: p for p in first_result._programs(child, str(tmp_path))}  # pylint: disable=protected-access
+  programs = first_result._programs(child, str(tmp_path))  # pylint: disable=protected-access
+  progs = {p["name"]: p for p in programs}
   f, lam = progs["f"], progs["<lambda>"]
   assert (f["traces"], f["compiles"], f["ops"]) == (2, 1, 2)  # func.func and stablehlo.add
   assert abs(f["trace_cpu_s"] - 0.5) < 1e-12 and abs(f["total_s"] - 1.8) < 1e-12

@@ -97,7 +97,8 @@ def test_lazy_public_names_and_cache(tmp_path):
       print("jax" in sys.modules)
       from drjax import LinearMDP
       import jax
-      print("jax" in sys.modules, LinearMDP is drjax.envs.LinearMDP, jax.config.jax_compilation_cache_dir)
+      print("jax" in sys.modules, LinearMDP is drjax.envs.LinearMDP,
+            jax.config.jax_compilation_cache_dir)
   """
   cache = str(tmp_path / "c")
   assert _run(code, DRJAX_NO_CACHE=None, DRJAX_CACHE_DIR=cache) == ["False", "True", "True", cache]
