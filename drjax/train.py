@@ -117,7 +117,7 @@ def segment_bounds(num_episodes: int, first: int = 16, ratio: float = 1.5) -> tu
 def plan_sizes(start: int, end: int, block: int) -> tuple[int, ...]:
   """The plan sizes of a segment of the buffer form whose episodes ``k in [start, end]`` plan with
   ``k`` filled slots: the multiples of ``block`` from the smallest that covers ``start`` (at least
-  ``block``), and ``end``. Episode k plans over the smallest size ``>= k`` (``plan_index``);
+  ``block``), and ``end``. Episode k plans over the smallest size ``>= k`` (``_plan_index``);
   ``block = 0``: one size, ``end`` (the whole segment)."""
   start = _checks.integer("start", start, 0)
   end = _checks.integer("end", end, 1)
@@ -130,7 +130,7 @@ def plan_sizes(start: int, end: int, block: int) -> tuple[int, ...]:
   return tuple(range(first, end, block)) + (end,)
 
 
-def plan_index(k, sizes: tuple[int, ...]):
+def _plan_index(k, sizes: tuple[int, ...]):
   """``[]`` int32: the index of the smallest of ``sizes`` (ascending) that is ``>= k``. From the
   episode index of the scan, which is not batched under ``vmap`` over seeds or hyperparameters,
   so the ``lax.switch`` it selects stays a real branch (a batched index would turn it into a
@@ -257,7 +257,7 @@ def make_train(env, agent: Agent, num_episodes: int, *, record_q: bool = False,
         if len(sizes) == 1:
           qf = plan(agent_state, hparams, model, size=size)
         else:  # k: the scan's episode index, not batched under vmap (a real branch)
-          qf = jax.lax.switch(plan_index(k, sizes), branches, agent_state, hparams, model)
+          qf = jax.lax.switch(_plan_index(k, sizes), branches, agent_state, hparams, model)
         s0 = env.reset(k_reset, env_params)
 
         def step(carry, xs):

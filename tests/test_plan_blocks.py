@@ -15,7 +15,8 @@ from drjax.agents.base import make_hparams
 from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
 from drjax.envs.linear_mdp import LinearMDP
 from drjax.envs.put_option import PutOption
-from drjax.train import make_train, plan_index, plan_sizes
+from drjax.train import _plan_index as plan_index  # pylint: disable=protected-access
+from drjax.train import make_train, plan_sizes
 
 
 def _smallest_cover(k, start, end, block):

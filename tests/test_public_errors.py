@@ -778,7 +778,10 @@ spec("make_train", drjax.make_train, dict(env=LIN, agent=AG, num_episodes=4),
      dict(env=ENV_BAD, agent=OBJ(OFF), num_episodes=INT() + [(5, ValueError, "capacity")],
           record_q=BOOL(), form=CHOICE(), outputs=[("returns", TypeError),
                                                    (("buffers",), ValueError), ((3,), TypeError)],
-          segments=[("yes", TypeError), (1, TypeError)]))
+          segments=[("yes", TypeError), (1, TypeError)],
+          blocks=[("16", TypeError), (True, TypeError), (2.5, TypeError), (-1, ValueError)]))
+spec("plan_sizes", train_lib.plan_sizes, dict(start=0, end=100, block=16),
+     dict(start=INT(0) + [(101, ValueError)], end=INT(), block=INT(0)))
 spec("make_train(train)", drjax.make_train(LIN, AG, 4), dict(key=KEY0, hparams=HP, env_params=LP),
      dict(key=KEY(), hparams=OBJ(RHO), env_params=LIN_PARAMS_BAD))
 spec("replan", drjax.replan, dict(env=LIN, agent=AG, state=STATS, hparams=HP, env_params=LP),
