@@ -26,7 +26,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax._precision import exact_matmuls
-from drjax.linalg import _argsort, _float_dtype, _prefix_sum, ridge_operator
+from drjax.linalg import _argsort, _float_dtype, _max_at_argmax, _prefix_sum, ridge_operator
 
 Array = jax.Array
 
@@ -492,6 +492,6 @@ def _max_candidates(z: Array, c: Array, rho: Array, vmin,
     z, c = monotone_candidates(z, c)
   pen = c if vmin is None else c - jnp.minimum(jnp.asarray(vmin, c.dtype), c)
   vals = z - rho[:, None] * pen[None, :]
-  nu = jnp.max(vals, axis=1)
+  nu = _max_at_argmax(vals, axis=1)  # not jnp.max: a NaN-free derivative under jit (issue 37)
   alpha = jnp.min(jnp.where(vals >= nu[:, None], c[None, :], jnp.inf), axis=1)
   return nu, alpha

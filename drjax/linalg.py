@@ -266,3 +266,14 @@ def _prefix_sum(x: Array) -> Array:
   """Cumulative sums along axis 1 by a log-depth scan: JAX lowers ``cumsum`` on CPU to a
   reduce-window that costs ``O(K^2)`` for ``K`` up to about 1,000 (XLA rewrites longer ones)."""
   return jax.lax.associative_scan(jnp.add, x, axis=1)
+
+
+def _max_at_argmax(x: Array, axis: int = -1) -> Array:
+  """``jnp.max(x, axis)``, read at the argmax: the same value, a derivative without comparisons.
+
+  ``jnp.max``'s derivative is ``sum(t * (x == max)) / count(x == max)``. Under ``jit`` XLA may
+  compute ``x`` twice (into the max and into the comparison, in different fusions) a rounding
+  apart; then no entry equals the max and the derivative is 0 / 0 = NaN (issue 37). The gather's
+  derivative is that of the first maximiser (``jnp.max`` averages exactly tied ones)."""
+  j = jnp.expand_dims(jnp.argmax(x, axis=axis), axis)
+  return jnp.squeeze(jnp.take_along_axis(x, j, axis=axis), axis)

@@ -338,7 +338,7 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
       z = jnp.einsum("cde,ce->dc", sinv, b)  # [d, C]
       pen = c if m is None else c - jnp.minimum(m, c)
       vals = z - hp.rho[h].astype(dtype)[:, None] * pen[None, :]
-      nu = jnp.max(vals, axis=1)
+      nu = linalg._max_at_argmax(vals, axis=1)  # not jnp.max (issue 37)
       j = jnp.argmin(jnp.where(vals >= nu[:, None], c[None, :], jnp.inf), axis=1)  # [d]
       diag = jnp.diagonal(sinv, axis1=-2, axis2=-1)  # [C, d]
       pinv_h = jnp.diag(diag[j, jnp.arange(d)])

@@ -18,6 +18,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax.envs.base import FiniteEnvironment
+from drjax.linalg import _max_at_argmax
 from drjax.train import replan
 from drjax._precision import exact_matmuls
 
@@ -85,7 +86,7 @@ def learned_value(agent, env, env_params, train_state, hparams, key=None, *,
     qf = replan(env, agent, train_state, hparams, env_params)
   s1 = env.reset(key, env_params)
   q = agent.q_values(qf, 0, env.phi_all(s1, env_params), env.is_fail(s1, env_params))
-  return jnp.max(q), qf.nu
+  return _max_at_argmax(q), qf.nu  # max_a Q; jnp.max's derivative can be NaN under jit (issue 37)
 
 
 @exact_matmuls
