@@ -462,3 +462,23 @@ def test_evaluate_policy_values_and_offline_subopt(online_runs, datasets):
         float32=False)
   audit("evaluate.offline_subopt kl-reg (weight)", make_subopt("kl-reg", W0), SCALES,
         composite=True, float32=False)
+
+
+def test_pevi_float32_at_level_0(datasets):
+  """The audit's find: PEVI's fitted value had a NaN gradient in float32 at level 0 (the next-step
+  ``jnp.max`` over actions, ``agents.pieces.next_values``); finite and right now."""
+  agent = offline.pevi(H, D, A)
+  ds, env_params = _cast_tree(datasets[0], F32), _cast_tree(ENV_PARAMS, F32)
+  base = offline.make_hparams(agent, dtype=F32)
+
+  def f(y):
+    hp = base._replace(beta=y[0], lam=y[1])
+    return sens.learned_value(agent, ENV, env_params, ds, hp)[0]
+  x = jnp.asarray(AGENT_POINTS[0][1:], F32)
+  g = jax.jit(jax.grad(f), compiler_options={"xla_backend_optimization_level": 0})(x)
+  ds64 = datasets[0]
+  base64 = offline.make_hparams(agent, dtype=F64)
+  f64 = lambda y: sens.learned_value(agent, ENV, ENV_PARAMS, ds64,  # noqa: E731
+                                     base64._replace(beta=y[0], lam=y[1]))[0]
+  fd = _fd(f64, np.asarray(x, np.float64)[None])[0]
+  np.testing.assert_allclose(np.asarray(g, np.float64), fd, rtol=1e-3)
