@@ -123,37 +123,38 @@ def test_exact_ledge_against_closed_form():
     np.testing.assert_allclose(p["returns"], want, rtol=1e-5)
 
 
-def test_smoke_run():
-  g = shifts.GRIDS["smoke"]
+@pytest.mark.parametrize("env,mode", [("cartpole", "online"), ("cartpole", "offline"),
+                                      ("ledge", "online"), ("ledge", "offline")])
+def test_smoke_run(env, mode):
+  """One (environment, mode) of the smoke grid per test (each a few compiled programs)."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  g = dataclasses.replace(shifts.GRIDS["smoke"], modes=(mode,),
+                          envs=tuple(s for s in shifts.GRIDS["smoke"].envs if s.name == env))
   ps, df = shifts.run(g)
+  spec = g.envs[0]
   keys = [k for k in ps if k != "exact"]
-  assert set(keys) == {"cartpole-length-online", "cartpole-gravity-online",
-                       "cartpole-force_mag-online", "cartpole-length-offline",
-                       "cartpole-gravity-offline", "cartpole-force_mag-offline",
-                       "ledge-wind-online", "ledge-wind-offline"}
+  assert set(keys) == {f"{env}-{f[0]}-{mode}" for f in spec.families}
   for key in keys:
     curves = ps[key]["curves"]
     kinds = {c["kind"] for c in curves}
     labels = {c["label"] for c in curves}
     assert kinds == {"baseline", "control", "nominal", "robust"}, key
     assert "uniform-random" in labels and "constant a=0" in labels
-    env = key.split("-")[0]
-    fam = key.split("-")[1]
-    want = shifts.target_grid(next(f for s in g.envs if s.name == env for f in s.families
-                                   if f[0] == fam), g.targets)
+    fam = next(f for f in spec.families if key == f"{env}-{f[0]}-{mode}")
+    want = shifts.target_grid(fam, g.targets)
     for c in curves:
       assert [p["target"] for p in c["points"]] == pytest.approx(want)
       if c["agent"] in shifts.ROBUST and c["kind"] == "robust":  # its control is there too
         ctrl = c["label"].split(" ")[0] + (" reg=10000" if c["agent"] in shifts.REGULARIZED
                                            else " rho=0")
         assert ctrl + (" greedy" if c["policy"] == "greedy" else "") in labels
-    if key.endswith("online"):
+    if mode == "online":
       assert {c["policy"] for c in curves} == {"played", "greedy"}
-  tuning = ps[keys[0]]["config"]["tuning"]["selected"]
-  assert set(tuning) == {"cartpole-online", "ledge-online"}
+  if mode == "online":
+    assert set(ps[keys[0]]["config"]["tuning"]["selected"]) == {f"{env}-online"}
   # the bands are recomputed by hand from the rows
-  for (env, fam, mode, lab, t), grp in df.groupby(["env", "family", "mode", "label", "target"]):
-    c = next(c for c in ps[f"{env}-{fam}-{mode}"]["curves"] if c["label"] == lab)
+  for (e, fam, m, lab, t), grp in df.groupby(["env", "family", "mode", "label", "target"]):
+    c = next(c for c in ps[f"{e}-{fam}-{m}"]["curves"] if c["label"] == lab)
     p = next(p for p in c["points"] if p["target"] == t)
     v = grp["value"].to_numpy()
     assert len(v) == g.seeds
