@@ -34,7 +34,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # but with pytest >= 9.2 it silently stops grouping: pytest-xdist issue #1386.)
 SHARED_WORKER_FILES = ("test_reproduce.py", "test_sweeps.py")
 SLOW_FILES_FIRST = ("test_notebooks.py", "test_readme.py", "test_bench.py", "test_sensitivity.py",
-                    "test_agents.py", "test_engine.py")
+                    "test_gradient_audit.py", "test_agents.py", "test_engine.py")
 
 
 def pytest_collection_modifyitems(items):
