@@ -8,7 +8,7 @@ FIGURES = ("fig1", "fig3", "fig2", "subopt", "sensitivity", "drpvi", "r2pvi", "r
            "dimension", "shifts")
 # what `drjax reproduce all` runs: every figure but the timing study (r2pvi-time, 1-2 minutes of
 # repeated timed fits; it measures the machine, not the algorithms) and the dimension study
-# (minutes: drjax.paper.dimension) and the gymnax shift study (2 minutes: drjax.paper.shifts)
+# (minutes: drjax.paper.dimension) and the gymnax shift study (minutes: drjax.paper.shifts)
 LONG_FIGURES = ("r2pvi-time", "dimension", "shifts")
 ALL_FIGURES = tuple(f for f in FIGURES if f not in LONG_FIGURES)
 DIMENSION_GRIDS = ("smoke", "quick", "default", "full")  # keys of drjax.paper.dimension.GRIDS
