@@ -14,6 +14,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax.agents import base
+from drjax.agents import bounds as bounds_lib
 
 Array = jax.Array
 
@@ -137,8 +138,7 @@ def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
     if field in ("beta", "lam"):
       _checks.in_range(label, a, 0, lo_open=field == "lam")
     else:  # declared bounds (hparams_type.bounds, registry.BUILTIN_BOUNDS; default [0, inf))
-      from drjax.agents import registry  # pylint: disable=g-import-not-at-top
-      b = registry.bounds(type(hp), field)
+      b = bounds_lib.bounds(type(hp), field)
       _checks.in_range(label, a, b.lo, b.hi, lo_open=b.lo_open, hi_open=b.hi_open)
     if field == "lam" and not jax.config.jax_enable_x64 and np.any(a < base.MIN_LAM_FLOAT32):
       raise ValueError(f"{label} must be >= {base.MIN_LAM_FLOAT32} in float32, got "

@@ -28,10 +28,12 @@ Agent protocol (what the engine, evaluation, sweeps and reproduce use):
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
-from typing import Callable, NamedTuple
+from typing import Callable
+
+from drjax.agents.bounds import (  # noqa: F401  (re-exported: registry.Bounds, ...)
+    BUILTIN_BOUNDS, DEFAULT_BOUNDS, Bounds, _parse_bounds, bounds)
 
 __all__ = ["AgentSpec", "register", "unregister", "get", "names", "specs", "make",
            "make_hparams", "reward_source", "UnknownAgentError", "Bounds", "bounds",
@@ -47,65 +49,9 @@ class UnknownAgentError(ValueError):
   """An agent name that is not registered (the message lists the registered ones)."""
 
 
-class Bounds(NamedTuple):
-  """The allowed range of a declared hyperparameter (``None``: unbounded on that side).
-
-  Declared once, with the field: ``bounds = {"kappa": "[0, 2]"}`` in the hyperparameter
-  ``NamedTuple`` (a string ``"[lo, hi]"`` / ``"(lo, hi)"`` / mixed, ``inf`` allowed, a
-  ``(lo, hi)`` pair of closed ends, or a ``Bounds``). ``registry.make_hparams``,
-  ``drjax sweep --hparam`` and ``sweeps.run`` enforce it with the same message
-  (``check_hparam``). A hyperparameter without a declaration is ``DEFAULT_BOUNDS``, ``[0, inf)``.
-  """
-
-  lo: float | None = 0.0
-  hi: float | None = None
-  lo_open: bool = False
-  hi_open: bool = False
-
-  def __str__(self) -> str:
-    lo = "-inf" if self.lo is None else f"{self.lo:g}"
-    hi = "inf" if self.hi is None else f"{self.hi:g}"
-    return (("(" if self.lo is None or self.lo_open else "[") + f"{lo}, {hi}" +
-            (")" if self.hi is None or self.hi_open else "]"))
-
-  def contains(self, x: float) -> bool:
-    """Whether the number ``x`` is finite and in the range."""
-    return math.isfinite(x) and (
-        self.lo is None or (x > self.lo if self.lo_open else x >= self.lo)) and (
-        self.hi is None or (x < self.hi if self.hi_open else x <= self.hi))
-
-
 # Hyperparameters with sweep fields (and flags) of their own and fixed ranges (rho in [0, 1],
 # beta >= 0, lam > 0, reg_weight > 0; checked where they are built), not by ``check_hparam``.
 NAMED_HPARAMS = ("rho", "beta", "lam", "reg_weight")
-DEFAULT_BOUNDS = Bounds(0.0)  # [0, inf): a declared hyperparameter without its own bounds
-# The built-in agents' hyperparameters that a sweep takes through ``--hparam`` (rho, beta, lam
-# and reg_weight have flags and fixed ranges of their own: docs/agents.md): written here so
-# that reading the registry imports no agent module.
-BUILTIN_BOUNDS = {"var_shift": Bounds(0.0), "beta_var": Bounds(0.0),
-                  "var_floor": Bounds(0.0, lo_open=True)}
-
-
-def _parse_bounds(label: str, b) -> Bounds:
-  """``b`` (a ``Bounds``, a ``(lo, hi)`` pair, or a string ``"[lo, hi)"``) as ``Bounds``."""
-  if isinstance(b, Bounds):
-    return b
-  if isinstance(b, str):
-    t = b.strip()
-    body = t[1:-1].split(",") if len(t) >= 2 else []
-    if len(body) == 2 and t[0] in "[(" and t[-1] in "])":
-      try:
-        lo, hi = (float(x) for x in body)
-      except ValueError:
-        lo = hi = math.nan
-      if not (math.isnan(lo) or math.isnan(hi)) and lo <= hi:
-        return Bounds(None if lo == -math.inf else lo, None if hi == math.inf else hi,
-                      t[0] == "(", t[-1] == ")")
-  elif isinstance(b, (tuple, list)) and len(b) == 2 and all(
-      x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in b):
-    return Bounds(None if b[0] is None else float(b[0]), None if b[1] is None else float(b[1]))
-  raise ValueError(f"{label}: bounds must be a string like '[0, inf)' or '(0, 1]', a (lo, hi) "
-                   f"pair (None: unbounded) or a registry.Bounds, got {b!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,26 +161,6 @@ class AgentSpec:
     if self.variant_of is not None:
       out["variant_of"] = self.variant_of
     return out
-
-
-def bounds(hparams_type, hparam: str, label: str = "hparams_type") -> Bounds:
-  """The declared range of ``hparam`` of a hyperparameter ``NamedTuple`` class (or ``None``):
-  its class attribute ``bounds`` (``{name: "[lo, hi)" | (lo, hi) | Bounds}``) when it names
-  ``hparam``, else ``BUILTIN_BOUNDS``, else ``DEFAULT_BOUNDS``."""
-  if not isinstance(hparam, str):
-    raise TypeError(f"hparam must be a hyperparameter name (a string), got "
-                    f"{type(hparam).__name__} {hparam!r}")
-  if hparams_type is not None and not (isinstance(hparams_type, type)
-                                       and hasattr(hparams_type, "_fields")):
-    raise TypeError(f"hparams_type must be a hyperparameter NamedTuple class or None, got "
-                    f"{hparams_type!r}")
-  declared = getattr(hparams_type, "bounds", None) if hparams_type is not None else None
-  if declared is not None and not isinstance(declared, dict):
-    raise TypeError(f"{label}: {hparams_type.__name__}.bounds must be a dict "
-                    f"{{hyperparameter: '[lo, hi]'}}, got {type(declared).__name__}")
-  if declared and hparam in declared:
-    return _parse_bounds(f"{label} hyperparameter {hparam}", declared[hparam])
-  return BUILTIN_BOUNDS.get(hparam, DEFAULT_BOUNDS)
 
 
 def check_hparam(name: str, hparam: str, values) -> None:
