@@ -33,8 +33,9 @@ Behaviors (``(key, phi_all [A, d], h) -> action``, as ``drjax.data``'s):
 ``learn(env, agent, hparams, params, key, ...)`` is stage 1 of the two-stage recipe (a learned
 source policy, then data around it): it trains an online agent (``episodes``) or fits an offline
 one (``trajectories``) in the source and returns its final ``QFunction``; ``save`` writes it.
-``save_from_sweep(config, path)`` (``drjax sweep ... --save-policies PATH``) does the same for a
-sweep configuration with one agent and one setting, one policy per seed, with the sweep's keys.
+``drjax.sweeps.save_policies(config, path)`` (``drjax sweep ... --save-policies PATH``) does the
+same for a sweep configuration with one agent and one setting, one policy per seed, with the
+sweep's keys (in the sweeps package, above this module).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ FIELDS = QFunction._fields  # ("w", "pinv", "beta", "top", "nu", "alpha")
 MODES = ("greedy", "played")
 
 __all__ = ["save", "load", "file_hash", "epsilon_greedy", "mixture", "Mixture", "parse", "learn",
-           "save_from_sweep", "greedy_action", "FORMAT", "MODES"]
+           "greedy_action", "FORMAT", "MODES"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,70 +456,3 @@ def learn(env, agent, hparams, params, key, *, episodes: int | None = None,
   if key.ndim > (0 if typed else 1):  # a stack of keys: one policy each
     return jax.jit(jax.vmap(one))(key)
   return jax.jit(one)(key)
-
-
-def save_from_sweep(config, path: str | os.PathLike, *, agent: str | None = None) -> dict:
-  """Stage 1 from a sweep's configuration: learns ``agent``'s policy (default: the config's only
-  agent) at the config's single setting in the source, one per seed, and saves the stack to
-  ``path`` (``drjax sweep ... --save-policies PATH``).
-
-  Each seed uses the sweep's own keys (``fold_in(fold_in(PRNGKey(seed), s), 0)``), so policy s is
-  the one the sweep's run of seed s learns (up to the rounding of another batch shape). Every
-  axis of the grid (rho, beta, lam, source parameters, sizes, ...) must hold one value for the
-  agent: a ``SweepError`` naming the field otherwise. Returns the file's metadata.
-  """
-  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
-  from drjax.sweeps import config as sconf, program  # pylint: disable=g-import-not-at-top
-  from drjax.sweeps.errors import _Error  # pylint: disable=g-import-not-at-top
-  from drjax.sweeps.grid import _grid  # pylint: disable=g-import-not-at-top
-  _check_path(path)
-  cfg = sconf.validate(config)
-  names = tuple(cfg.agents)
-  if agent is None:
-    if len(names) != 1:
-      raise _Error("agents", f"--save-policies learns one agent's policies; got {len(names)} "
-                             f"agents ({', '.join(names)}): name one")
-    agent = names[0]
-  if agent not in names:
-    raise _Error("agents", f"{agent!r} is not one of the sweep's agents ({', '.join(names)})")
-  env = sconf.make_env(cfg)
-  grid = _grid(cfg, env, agent)
-  if np.shape(grid.beta)[0] != 1:
-    raise _Error("rho", f"--save-policies needs one setting for {agent} (one value of rho, "
-                        f"beta, lam, the source parameters and the sizes), got "
-                        f"{np.shape(grid.beta)[0]}")
-  spec = registry.get(agent)
-  ag = program._make_agent(agent, cfg, env)  # pylint: disable=protected-access
-  dtype = jnp.dtype(cfg.dtype)
-  tables = {"rho": jnp.asarray(grid.rho, dtype), "beta": jnp.asarray(grid.beta, dtype),
-            "lam": jnp.asarray(grid.lam, dtype),
-            "reg_weight": jnp.asarray(grid.reg_weight, dtype),
-            "hparams": {n: jnp.asarray(v, dtype) for n, v in grid.hparams.items()}}
-  hp = program._hparams_of(ag)(0, tables)  # pylint: disable=protected-access
-  params = jax.tree_util.tree_map(lambda x: x[0], grid.params)
-  params = jax.tree_util.tree_map(
-      lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.asarray(x),
-      params)
-  seeds = list(cfg.seed_ids) if cfg.seed_ids is not None else list(range(cfg.seeds))
-  base = jax.random.PRNGKey(cfg.seed)
-  keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(base, s), 0) for s in seeds])
-  offline = spec.kind == "offline"
-  if spec.kind not in ("online", "offline"):
-    raise _Error("agents", f"{agent!r} ({spec.kind}) learns no policy")
-  qf = learn(env, ag, hp, params, keys, episodes=None if offline else cfg.episodes,
-             trajectories=max(cfg.trajectories) if offline else None,
-             behavior=sconf._behavior(cfg, env) if offline else None)  # pylint: disable=protected-access
-  hp_meta = {f: np.asarray(x).tolist() for f, x in hp._asdict().items()}
-  options = {k: v for k, v in (("bonus", cfg.bonus), ("penalty", cfg.bonus), ("clip", cfg.clip),
-                               ("tie_break", cfg.tie_break)) if k in spec.options}
-  from drjax.sweeps.grid import reward_option  # pylint: disable=g-import-not-at-top
-  reward = reward_option(agent, env)
-  if reward is not None:
-    options["reward"] = reward
-  metadata = {"created_by": "drjax sweep --save-policies", "sweep_config": cfg.to_dict(),
-              "agent": agent, "kind": spec.kind, "seeds": seeds, "hparams": hp_meta,
-              "source_params": {k: v[0] for k, v in cfg.env_params.items()},
-              "episodes": None if offline else cfg.episodes,
-              "trajectories": max(cfg.trajectories) if offline else None}
-  save(path, qf, env.num_actions, agent=agent, options=options, metadata=metadata)
-  return load(path)[1]

@@ -170,12 +170,12 @@ def test_sweep_provenance_and_resume_identity(learned, tmp_path):
     sweeps.validate(sweeps.SweepConfig(**{**cfg.__dict__, "behavior": "mix:2*uniform+x"}))
 
 
-def test_save_from_sweep_uses_the_sweeps_keys(tmp_path):
+def test_save_policies_uses_the_sweeps_keys(tmp_path):
   env = RandomLinearMDP()
   cfg = sweeps.SweepConfig(env="random", agents=("lsvi-ucb",), seeds=2, episodes=12,
                            beta=(0.5,), lam=(0.2,), dtype="float64")
   path = str(tmp_path / "stage1.npz")
-  meta = policies.save_from_sweep(cfg, path)
+  meta = sweeps.save_policies(cfg, path)
   assert meta["num_policies"] == 2 and meta["agent"] == "lsvi-ucb"
   assert meta["metadata"]["created_by"] == "drjax sweep --save-policies"
   assert meta["metadata"]["hparams"]["beta"] == 0.5 and meta["metadata"]["episodes"] == 12
@@ -189,10 +189,10 @@ def test_save_from_sweep_uses_the_sweeps_keys(tmp_path):
     got, _ = policies.load(path, index=s)
     np.testing.assert_allclose(np.asarray(got.w), np.asarray(want.w), rtol=1e-9, atol=1e-9)
   with pytest.raises(SweepError, match="one setting"):
-    policies.save_from_sweep(sweeps.SweepConfig(env="random", agents=("lsvi-ucb",), seeds=1,
+    sweeps.save_policies(sweeps.SweepConfig(env="random", agents=("lsvi-ucb",), seeds=1,
                                                 episodes=5, beta=(0.5, 1.0)), path)
   with pytest.raises(SweepError, match="agents"):
-    policies.save_from_sweep(sweeps.SweepConfig(env="random", agents=("lsvi-ucb", "pevi"),
+    sweeps.save_policies(sweeps.SweepConfig(env="random", agents=("lsvi-ucb", "pevi"),
                                                 seeds=1, episodes=5), path)
 
 

@@ -446,7 +446,6 @@ def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, comma
     jax.config.update("jax_enable_x64", cfg["dtype"] == "float64")
     config = sweeps.SweepConfig.from_dict(cfg)
     if args.save_policies is not None:  # checked before the sweep runs
-      from drjax import policies  # pylint: disable=g-import-not-at-top
       if part is not None:
         parser.error("--save-policies: run it without --part")
       _check_one_setting(sweeps, config)
@@ -454,7 +453,7 @@ def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, comma
                quiet=args.quiet, command=command, csv=args.csv,
                allow_code_change=args.allow_code_change)
     if args.save_policies is not None:
-      meta = policies.save_from_sweep(config, args.save_policies)
+      meta = sweeps.save_policies(config, args.save_policies)
       if not args.quiet:
         print(f"[drjax] saved {meta['num_policies']} {meta['agent']} policies to "
               f"{args.save_policies}")

@@ -59,7 +59,8 @@ The package's modules, one job each: ``config`` (``SweepConfig``, ``validate``, 
 configuration names), ``errors``, ``grid`` (settings tables, chunk ``Layout``), ``program`` (the
 compiled chunk program), ``running`` (``run``, ``merge``, devices and the chunk loop),
 ``pipeline`` (the host thread), ``storage`` (chunk files, ``sweep.json``, resume), ``tables``
-(streamed results files, ``summarize``) and ``figure`` (``sweep.png``). Atomic writes are
+(streamed results files, ``summarize``), ``figure`` (``sweep.png``) and ``saving``
+(``save_policies``, ``--save-policies``). Atomic writes are
 ``drjax._io``'s, shared with ``drjax reproduce``.
 """
 
@@ -79,6 +80,7 @@ from drjax.sweeps.storage import (CHUNK_DIR, FORMAT, LAYOUT_FIELDS, RESULTS, _wr
 from drjax.sweeps.tables import ROW_GROUP, STATS, setting_columns, summarize
 from drjax.sweeps.running import SweepResult, merge, run
 from drjax.sweeps.tuning import select_best, tuned_rows
+from drjax.sweeps.saving import save_policies
 
 def __getattr__(name):
   """``AGENTS``, ``ENVS``, ``ENV_PARAMS``, ``TARGETS``, ``ENV_ARGS``: the registries now."""
@@ -103,6 +105,7 @@ __all__ = [
     "load_config",
     "merge",
     "run",
+    "save_policies",
     "select_best",
     "summarize",
     "target_values",
