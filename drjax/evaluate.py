@@ -34,7 +34,8 @@ import jax.numpy as jnp
 
 from drjax import _checks, planning
 from drjax.agents.base import Agent, QFunction
-from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
+# episode_key lives with the environments (baselines roll out with it below evaluation).
+from drjax.envs.base import Environment, FiniteEnvironment, LinearModel, episode_key
 from drjax._precision import exact_matmuls
 from drjax.protocols import unchecked
 # The put-option lattice evaluation lives in drjax.put_lattice; its names stay importable here.
@@ -369,23 +370,6 @@ def exact_target_values(env: FiniteEnvironment, agent: Agent, qf: QFunction,
 
 # ---------------------------------------------------------------------------------------------
 # Monte Carlo with common random numbers.
-
-
-@exact_matmuls
-def episode_key(key: chex.PRNGKey, episode, step) -> chex.PRNGKey:
-  """The key of draw ``step`` in episode ``episode``: ``fold_in(fold_in(key, episode), step)``.
-
-  ``env.step`` at 0-indexed step ``h`` gets ``episode_key(key, n, h)`` and ``env.reset`` gets
-  ``episode_key(key, n, H)``. The draws are a deterministic function of ``(key, episode, step)``
-  only, so two policies evaluated with the same key face the same random numbers (common random
-  numbers; their difference has a smaller variance than with independent draws). ``episode``
-  and ``step`` are 0-based integers (``>= 0``).
-  """
-  _check_key(key)
-  for name, x in (("episode", episode), ("step", step)):
-    _checks.indices(name, x, 2**31, "counter")
-    _checks.scalar(name, x)
-  return jax.random.fold_in(jax.random.fold_in(key, episode), step)
 
 
 def _rollout(env: Environment, act_fn, params, key, episode) -> Array:

@@ -146,7 +146,7 @@ def check_hparams(baseline: Baseline, hparams) -> None:
 def _rollout(env, baseline: Baseline, hparams, params, key, episode) -> Array:
   """Return of one episode under ``evaluate.episode_key``'s draws (rewards after ``done`` are
   ignored, as ``evaluate.mc_evaluate`` does)."""
-  from drjax.evaluate import episode_key  # pylint: disable=g-import-not-at-top
+  from drjax.envs.base import episode_key  # pylint: disable=g-import-not-at-top
   H = env.horizon
   s0 = env.reset(episode_key(key, episode, H), params)
 

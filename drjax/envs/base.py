@@ -33,6 +33,7 @@ import chex
 import jax
 
 from drjax import _checks
+from drjax._precision import exact_matmuls
 
 Array = jax.Array
 
@@ -149,6 +150,23 @@ class FiniteEnvironment(Environment):
 
   def model(self, params: Any) -> LinearModel:
     raise NotImplementedError
+
+
+@exact_matmuls
+def episode_key(key: chex.PRNGKey, episode, step) -> chex.PRNGKey:
+  """The key of draw ``step`` in episode ``episode``: ``fold_in(fold_in(key, episode), step)``.
+
+  ``env.step`` at 0-indexed step ``h`` gets ``episode_key(key, n, h)`` and ``env.reset`` gets
+  ``episode_key(key, n, H)``. The draws are a deterministic function of ``(key, episode, step)``
+  only, so two policies evaluated with the same key face the same random numbers (common random
+  numbers; their difference has a smaller variance than with independent draws). ``episode``
+  and ``step`` are 0-based integers (``>= 0``). Re-exported as ``drjax.evaluate.episode_key``.
+  """
+  _checks.key("key", key)
+  for name, x in (("episode", episode), ("step", step)):
+    _checks.indices(name, x, 2**31, "counter")
+    _checks.scalar(name, x)
+  return jax.random.fold_in(jax.random.fold_in(key, episode), step)
 
 
 def sample_categorical(key: chex.PRNGKey, probs: Array) -> Array:
