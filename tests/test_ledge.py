@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 from scipy.optimize import linprog
 
-from drjax import envs, features, planning
+from drjax import envs, features, ledge_routes, planning
 from drjax.envs import ledge
 from drjax.envs.ledge import Ledge, LedgeGrid
 
@@ -170,14 +170,14 @@ def test_robust_dp_against_an_lp_robust_dp(geom):
     want = _robust_dp_lp(P, pay, rho)
     got = dp(model, jnp.full((env.horizon, env.feature_dim), rho))
     np.testing.assert_allclose(np.asarray(got.q), want, atol=1e-7)
-    assert ledge.route(env, params, rho) == _route_of(P, want, env.start_row, env.num_rows,
+    assert ledge_routes.route(env, params, rho) == _route_of(P, want, env.start_row, env.num_rows,
                                                       env.rock_rows)
 
 
 def test_route_switch_at_the_critical_rho():
   env = LedgeGrid()
   params = env.default_params()  # wind 0.1, safe_reward 0.5
-  rc = ledge.critical_rho(env, params, tol=1e-7)
+  rc = ledge_routes.critical_rho(env, params, tol=1e-7)
   # Hand formula (the module doc): the ledge route spends k = H - split transitions on the ledge,
   # each (1 - wind - rho); the plateau route is safe; every transition loses rho of the mass.
   k, H, w, sr = env.horizon - env.split, env.horizon, 0.1, 0.5
@@ -187,23 +187,23 @@ def test_route_switch_at_the_critical_rho():
   for rho, want in ((rc - 2e-3, "ledge"), (rc + 2e-3, "plateau")):
     Q = _robust_dp_lp(P, pay, rho)
     assert _route_of(P, Q, env.start_row, env.num_rows, env.rock_rows) == want
-    assert ledge.route(env, params, rho) == want
+    assert ledge_routes.route(env, params, rho) == want
     v_ledge = (1 - rho) ** (H - 1 - k) * (1 - w - rho) ** k
     v_plateau = (1 - rho) ** (H - 1) * sr
     assert Q[0, env.start_row].max() == pytest.approx(max(v_ledge, v_plateau), abs=1e-9)
   # the route is monotone in rho: ledge below the switch, plateau above
-  table = ledge.route_table(env, params, np.linspace(0, 0.6, 25))
+  table = ledge_routes.route_table(env, params, np.linspace(0, 0.6, 25))
   assert [r for rho, r, _ in table] == ["ledge" if rho < rc else "plateau" for rho, _, _ in table]
   # nominal route per wind: the ledge below wind_c = 1 - sr^(1/k), the plateau above
-  wc = ledge.critical_wind(env, params, tol=1e-7)
+  wc = ledge_routes.critical_wind(env, params, tol=1e-7)
   assert wc == pytest.approx(1 - sr ** (1 / k), abs=1e-6)
-  assert ledge.route(env, env.make_params(wind=wc - 1e-3), 0.0) == "ledge"
-  assert ledge.route(env, env.make_params(wind=wc + 1e-3), 0.0) == "plateau"
+  assert ledge_routes.route(env, env.make_params(wind=wc - 1e-3), 0.0) == "ledge"
+  assert ledge_routes.route(env, env.make_params(wind=wc + 1e-3), 0.0) == "plateau"
   # planned at the source wind, run in a stronger one: the robust policy keeps to the plateau
   strong = env.make_params(wind=0.3)
-  np.testing.assert_allclose(ledge.route_probabilities(env, strong, rc + 1e-3, params),
+  np.testing.assert_allclose(ledge_routes.route_probabilities(env, strong, rc + 1e-3, params),
                              [0, 1, 0], atol=1e-12)
-  np.testing.assert_allclose(ledge.route_probabilities(env, strong, 0.0, params),
+  np.testing.assert_allclose(ledge_routes.route_probabilities(env, strong, 0.0, params),
                              [0.7 ** k, 0, 1 - 0.7 ** k], atol=1e-9)
 
 
@@ -325,20 +325,21 @@ def test_the_docs_quote_the_exact_answer():
   rows = re.findall(r"^\| ([0-9.]+) \| (ledge|plateau) \| ([0-9.]+) \|$", text, re.M)
   assert len(rows) >= 5
   for (rho, route, value), (_, got_route, got_value) in zip(
-      rows, ledge.route_table(env, src, [float(r[0]) for r in rows])):
+      rows, ledge_routes.route_table(env, src, [float(r[0]) for r in rows])):
     assert route == got_route and float(value) == round(got_value, 4), rho
-  rc, wc = ledge.critical_rho(env, src), ledge.critical_wind(env, src)
+  rc, wc = ledge_routes.critical_rho(env, src), ledge_routes.critical_wind(env, src)
   assert f"`rho < {rc:.4f}`" in text and f"`rho_c = 1 - wind / wind_c = {rc:.4f}`" in text
   assert f"safe_reward^(1/k) = {wc:.4f}`" in text
-  assert [ledge.route(env, env.make_params(wind=w)) for w in (0.1, 0.15)] == ["ledge", "plateau"]
+  routes = [ledge_routes.route(env, env.make_params(wind=w)) for w in (0.1, 0.15)]
+  assert routes == ["ledge", "plateau"]
   for sr, quoted in ((0.4, "`rho_c =\n0.4028` (`wind_c = 0.1674`)"), (0.6, "(`wind_c = 0.0971`)")):
     p = env.make_params(safe_reward=sr)
     assert quoted in text
     nums = [float(x) for x in re.findall(r"0\.\d{4}", quoted)]
-    got = [ledge.critical_wind(env, p)] if len(nums) == 1 else [ledge.critical_rho(env, p),
-                                                                 ledge.critical_wind(env, p)]
+    got = ([ledge_routes.critical_wind(env, p)] if len(nums) == 1
+           else [ledge_routes.critical_rho(env, p), ledge_routes.critical_wind(env, p)])
     assert nums == [round(x, 4) for x in got]
-  assert ledge.critical_rho(env, env.make_params(safe_reward=0.6)) is None
+  assert ledge_routes.critical_rho(env, env.make_params(safe_reward=0.6)) is None
 
 
 @pytest.mark.parametrize("which", ["ledge", "ledge-grid"])

@@ -35,7 +35,7 @@ Two exact checks of causes on finite models (``discount_check``; ``exact_ledge``
 absorbing zero-value fail state and deterministic transitions to alive states, the TV robust value
 is the nominal value of the problem discounted by ``1 - rho`` (so on near-deterministic CartPole
 robustness only makes the agent more myopic); on the ledge the robust-optimal route changes at
-``ledge.critical_rho``.
+``ledge_routes.critical_rho``.
 
 Grids: ``default`` (the study, 16 seeds), ``quick`` (fewer seeds, targets and episodes),
 ``smoke`` (the tests') and ``full`` (a GPU job, ``benchmarks/gpu_shifts.sh``).
@@ -379,17 +379,18 @@ def exact_ledge(spec: EnvSpec, rhos, winds) -> dict:
   (nominal kernel) at every target wind; the critical rho and wind."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from drjax import envs, planning  # pylint: disable=g-import-not-at-top
+  from drjax import ledge_routes  # pylint: disable=g-import-not-at-top
   from drjax.envs import ledge  # pylint: disable=g-import-not-at-top
   env = envs.make(spec.name, **dict(spec.env_args))
   grid = ledge._grid_of(env)  # pylint: disable=protected-access
   src = grid.default_params()
   out = {"geometry": {"horizon": grid.horizon, "num_rows": grid.num_rows, "split": grid.split},
          "source_wind": float(src.wind), "safe_reward": float(src.safe_reward),
-         "critical_rho": ledge.critical_rho(grid, src),
-         "critical_wind": ledge.critical_wind(grid, src), "winds": [float(w) for w in winds],
+         "critical_rho": ledge_routes.critical_rho(grid, src),
+         "critical_wind": ledge_routes.critical_wind(grid, src), "winds": [float(w) for w in winds],
          "policies": []}
   model = grid.model(src)
-  for rho, route, value in ledge.route_table(grid, src, [float(r) for r in rhos]):
+  for rho, route, value in ledge_routes.route_table(grid, src, [float(r) for r in rhos]):
     pi = planning.robust_dp(model, jnp.full((grid.horizon, grid.feature_dim), rho,
                                             model.mu.dtype)).policy
     ret = []
