@@ -45,8 +45,10 @@ import sys
 # highest layer with a matching pattern (``bench/__main__`` is a command, not a benchmark). Arrows
 # within one layer are allowed (circles are reported apart).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("utilities, protocols", ("_xla", "_precision", "_checks", "_io", "_pystack", "plugins",
-                              "protocols")),
+    # sweeps/errors (SweepError: a ValueError naming a field; imports nothing) by exact name: the
+    # behaviors (policies) raise it below the sweeps.
+    ("utilities, protocols", ("_xla", "_precision", "_checks", "_io", "_pystack", "_cache",
+                              "_opt_level", "plugins", "protocols", "sweeps/errors")),
     ("linear algebra, duals", ("linalg", "duals_tv", "duals_kl_chi2", "robust", "regularized")),
     ("features", ("features",)),
     ("envs", ("envs/*",)),
@@ -54,7 +56,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("data",)),
     ("agents", ("agents/*",)),
     ("train", ("train",)),
-    ("evaluation", ("evaluate", "put_lattice")),
+    ("saved policies, behaviors", ("policies",)),
+    ("evaluation", ("evaluate", "put_lattice", "ledge_routes")),
     ("sensitivity", ("sensitivity", "sensitivity/*")),
     ("facade", ("__init__",)),
     ("plotting style", ("style",)),
