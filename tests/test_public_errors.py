@@ -474,6 +474,14 @@ spec("closed_form_robust_values", envs.closed_form_robust_values, dict(params=AL
                                                    horizon=2).sample_params(KEY0),
                              ValueError, "same features")],
           rho=[(2.0, ValueError, "rho"), (-0.1, ValueError, "rho")]))
+# The cliff-side traverse (drjax.envs.ledge): the geometry's ranges depend on the other fields
+# (rock_rows <= num_rows - 2, split <= horizon - 1, start_row <= num_rows - 1).
+LEDGE_GEOMETRY = dict(horizon=10, num_rows=5, rock_rows=1, split=5, start_row=2)
+LEDGE_BAD = dict(horizon=INT(2), num_rows=INT(3), rock_rows=INT(1, 3), split=INT(1, 9),
+                 start_row=INT(0, 4))
+spec("Ledge", envs.Ledge, dict(LEDGE_GEOMETRY, features="rbf", obs_dims=(1,)),
+     dict(LEDGE_BAD, features=CHOICE(), obs_dims=[((2,), ValueError), ((0, 0), ValueError)]))
+spec("LedgeGrid", envs.LedgeGrid, dict(LEDGE_GEOMETRY), dict(LEDGE_BAD))
 spec("envs.make", envs.make, dict(name="linear-mdp"),
      dict(name=[("gridworld", ValueError), (3, TypeError)]))
 spec("sample_categorical", envs.base.sample_categorical, dict(key=KEY0, probs=MU3),
