@@ -276,7 +276,11 @@ def test_tiny_sweep_cli_cartpole_length(tmp_path):
   assert code == 0, err
   df = pd.read_parquet(tmp_path / "results.parquet")
   assert sorted(df.target_length.unique()) == [0.25, 1.125, 2.0]
-  assert len(df) == len(agents) * 2 * 3
+  # cartpole's sweeps evaluate the played and the greedy policy of each run (SweepSpec.eval_modes)
+  assert sorted(df.policy.unique()) == ["greedy", "played"]
+  assert (df.groupby("policy").size() == len(agents) * 2 * 3).all()
+  assert len(df) == len(agents) * 2 * 3 * 2
+  assert (tmp_path / "sweep.png").stat().st_size > 0
   assert ((df.value >= 0) & (df.value <= 8)).all()
   code, err = sweep_cli.run(["--env", "cartpole", "--agents", "lsvi-ucb", "--targets",
                              "q=0:1:3", "--out", str(tmp_path / "bad"), "--quiet"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pandas as pd
 
 from drjax._io import atomic_write as _atomic_write
 from drjax.sweeps.config import SweepConfig
@@ -25,6 +26,13 @@ def data_size(config: SweepConfig) -> str:
   return ", ".join(out) or "no training data"
 
 
+def _shown(v) -> bool:
+  """Whether a setting's value belongs in a line's label: a number that is not NaN (a string
+  column such as ``policy`` is labelled apart; ``np.isnan`` of a string raises)."""
+  return (isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
+          and not pd.isna(v))
+
+
 def _plot(df, summary, config: SweepConfig, path: str) -> None:
   # The object-oriented API with the Agg canvas: no pyplot state, the user's backend is untouched.
   from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
@@ -37,14 +45,17 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   ax = fig.subplots()
   tcols = [c for c in summary.columns if c.startswith("target_")]
   scols = setting_columns(df)
-  varying = [c for c in scols if c not in ("rho_index",) and summary[c].nunique(dropna=True) > 1]
+  varying = [c for c in scols if c not in ("rho_index", "policy")
+             and summary[c].nunique(dropna=True) > 1]
+  # The policy column (SweepConfig.eval_modes): each policy its own line, dotted for "greedy".
+  policy = ["policy"] if "policy" in summary.columns else []
   if tcols:
     x, label = tcols[0], tcols[0][len("target_"):]
-    groups = ["agent", "setting"]
+    groups = ["agent", "setting"] + policy
   else:
     x = varying[0] if varying else "setting"
     label = x
-    groups = ["agent"] + [c for c in varying[1:]]
+    groups = ["agent"] + [c for c in varying[1:]] + policy
   grouped = list(summary.groupby(groups, dropna=False, observed=True, sort=False))
   # One colour per algorithm (drjax.style, from the registry); its settings in shades of it.
   per_agent = {}
@@ -60,6 +71,9 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   for key, g in grouped:
     key = key if isinstance(key, tuple) else (key,)
     color, name = colors[key], style.display(str(key[0]))
+    mode = str(key[-1]) if policy else "played"
+    if mode in ("played", "greedy") and summary["policy"].nunique(dropna=True) > 1:
+      name = f"{name} ({mode})"
     if g[x].isna().all():  # e.g. LSVI-UCB against rho: a horizontal band
       m, s = g["value_mean"].mean(), g["value_stderr"].fillna(0).mean()
       ax.axhline(m, ls="--", lw=1, color=color, label=name)
@@ -69,14 +83,14 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
     desc = [name]
     if tcols:
       row = g.iloc[0]
-      desc += [sym(c, row[c]) for c in varying if not np.isnan(row[c])]
+      desc += [sym(c, row[c]) for c in varying if _shown(row[c])]
     else:
-      desc += [sym(c, v) for c, v in zip(groups[1:], key[1:]) if not np.isnan(v)]
+      desc += [sym(c, v) for c, v in zip(groups[1:], key[1:]) if _shown(v)]
     m = g["value_mean"].to_numpy()
     s = g["value_stderr"].fillna(0).to_numpy()
     xs = g[x].to_numpy()
     ax.plot(xs, m, marker="o" if len(xs) < 30 else None, ms=3, color=color,
-            label=", ".join(desc))
+            ls=":" if mode == "greedy" else "-", label=", ".join(desc))
     ax.fill_between(xs, m - 1.96 * s, m + 1.96 * s, color=color, alpha=0.2, lw=0)
     shown += 1
   ax.set_xlabel(style.math({"lam": "lambda"}.get(label, label)))
