@@ -8,7 +8,7 @@ dataset (every leaf's ``nbytes``) against the layout formula ``H N (A d + d + 3)
 next-state features dominate). Stage 1 (``drjax sweep --save-policies``): LSVI-UCB, K = 50.
 
   DRJAX_NO_CACHE=1 python benchmarks/behaviors_scaling.py --out pass1.json   # twice (pass2)
-  python benchmarks/behaviors_scaling.py --merge benchmarks/results/amd-epyc-2c-behaviors.json \
+  python benchmarks/behaviors_scaling.py --merge benchmarks/results/intel-xeon-2c-behaviors.json \
       pass1.json pass2.json                  # every pass's times and their medians
 """
 
@@ -22,6 +22,8 @@ import sys
 import tempfile
 
 import numpy as np
+
+from drjax.bench import machine
 
 ENV_ARGS = {"horizon": 30, "obs_dims": (2, 3), "centers_per_dim": 4}
 
@@ -62,7 +64,7 @@ def merge(paths, out):
       row[k] = float(np.median(row[k + "_all"]))
     rows.append(row)
   with open(out, "w") as f:
-    json.dump({"machine": "amd-epyc-2c", "passes": len(passes), "rows": rows}, f, indent=1)
+    json.dump({"machine": machine.short_machine_name(), "passes": len(passes), "rows": rows}, f, indent=1)
 
 
 def main():
@@ -98,7 +100,7 @@ def main():
       print(json.dumps(row), flush=True)
   if a.out:
     with open(a.out, "w") as f:
-      json.dump({"machine": "amd-epyc-2c", "rows": rows}, f, indent=1)
+      json.dump({"machine": machine.short_machine_name(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

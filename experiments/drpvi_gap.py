@@ -28,6 +28,7 @@ import numpy as np
 
 from drjax import data, envs, evaluate
 from drjax.agents import offline
+from drjax.bench import machine
 
 
 def make_env(features: str, horizon: int):
@@ -160,7 +161,7 @@ def findings(paths, out, commands, sweep=None):
         diag.append({"features": o["features"], "beta": o["beta"],
                      **{k: round(v, 4) for k, v in o["diag"].items()}, "seconds": o["seconds"]})
   with open(out, "w") as fh:
-    json.dump({"machine": "amd-epyc-2c", "commands": commands, "env": "cartpole H=30 "
+    json.dump({"machine": machine.short_machine_name(), "commands": commands, "env": "cartpole H=30 "
                "obs_dims=(2,3); rbf centers_per_dim=4 (d=32) or tiles 3 per dim, 1 tiling "
                "(one-hot, d=32); source length 0.5; uniform behavior; 500 test episodes",
                "rows": rows, "diag": diag,

@@ -46,7 +46,8 @@ QUOTED = re.compile(r"(?P<sign>(?<![^\s(\[=/])[-−])?(?P<num>\d[\d,]*(?:\.\d+)?
                     r"(?P<unit>\s?(?:x|%|s|ms|µs|MB|GB|GiB|MiB))?\**\s*$")
 
 # Which machine a benchmark file measured: the name the surrounding text must mention.
-MACHINES = {"amd-epyc-2c": "amd-epyc-2c", "nvidia-h200": "H200"}
+MACHINES = {"amd-epyc-2c": "amd-epyc-2c", "intel-xeon-2c": "intel-xeon-2c",
+            "nvidia-h200": "H200"}
 
 # The findings the README quotes: each of these files must be quoted there at least once.
 README_SOURCES = (

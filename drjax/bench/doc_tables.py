@@ -367,7 +367,7 @@ def buffer_scaling(root):
           f"(median of 5), chunks of 4 runs with 100 test episodes ({_link(BUFFER_SCALING)}).")
 
 
-FILLED_SLOTS = f"{RESULTS}/amd-epyc-2c-filled-slots.json"
+FILLED_SLOTS = f"{RESULTS}/intel-xeon-2c-filled-slots.json"
 FILLED_SLOTS_NAMES = {"put": "put option", "cartpole": "CartPole (the shift study's)"}
 
 
