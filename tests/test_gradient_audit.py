@@ -369,7 +369,7 @@ def test_offline_agent_fitted_value(name, datasets):
   ctor, field, table = OFFLINE[name]
   agent = ctor(H, D, A)
 
-  def make(dtype):
+  def make_full(dtype):  # f(x), x = (scale of the [H, d] field, beta, lam)
     ds, pilot = (_cast_tree(t, dtype) for t in datasets)
     env_params = _cast_tree(ENV_PARAMS, dtype)
     base = offline.make_hparams(agent, dtype=dtype)
@@ -389,10 +389,9 @@ def test_offline_agent_fitted_value(name, datasets):
     # kink's motion (docs/sensitivity.md); rho and beta are right there. And one point: at the
     # other the searched value is noisy at the FD step (a kink maximiser is found to tol only).
     coords, pts = [0, 1], AGENT_POINTS[:1]
-  make_full = make
   x_full = np.asarray(pts, np.float64)
 
-  def make(dtype):  # noqa: F811  (the audited coordinates only; the others held at x_full[0])
+  def make(dtype):  # the audited coordinates only; the others held at x_full[0]
     f = make_full(dtype)
     rest = jnp.asarray(x_full[0], dtype)
     return lambda y: f(rest.at[jnp.asarray(coords)].set(y))
