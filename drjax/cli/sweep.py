@@ -463,6 +463,7 @@ def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, comma
     fail(e)
   return 0
 
+
 def _check_one_setting(sweeps, config) -> None:
   """``--save-policies``: one agent and one setting (``SweepError`` naming the field)."""
   from drjax.sweeps.grid import _grid  # pylint: disable=g-import-not-at-top

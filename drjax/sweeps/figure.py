@@ -26,6 +26,21 @@ def data_size(config: SweepConfig) -> str:
   return ", ".join(out) or "no training data"
 
 
+def _is_baseline(agent: str) -> bool:
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  try:
+    return registry.get(agent).kind == "baseline"
+  except ValueError:
+    return False
+
+
+def _action(g) -> str:
+  """``"action A"`` for a constant baseline's rows, else ``""``."""
+  if "action" in g.columns and g["action"].notna().any():
+    return f"action {g['action'].dropna().iloc[0]:g}"
+  return ""
+
+
 def _shown(v) -> bool:
   """Whether a setting's value belongs in a line's label: a number that is not NaN (a string
   column such as ``policy`` is labelled apart; ``np.isnan`` of a string raises)."""
@@ -47,7 +62,7 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   scols = setting_columns(df)
   varying = [c for c in scols if c not in ("rho_index", "policy")
              and summary[c].nunique(dropna=True) > 1]
-  # The policy column (SweepConfig.eval_modes): each policy its own line, dotted for "greedy".
+  # The policy column (SweepConfig.eval_modes): each policy its own line style.
   policy = ["policy"] if "policy" in summary.columns else []
   if tcols:
     x, label = tcols[0], tcols[0][len("target_"):]
@@ -71,12 +86,16 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   for key, g in grouped:
     key = key if isinstance(key, tuple) else (key,)
     color, name = colors[key], style.display(str(key[0]))
+    # Baselines (uniform random, constant actions) are reference lines: dashed, thin.
+    base = _is_baseline(str(key[0]))
     mode = str(key[-1]) if policy else "played"
-    if mode in ("played", "greedy") and summary["policy"].nunique(dropna=True) > 1:
+    ls = "--" if base else ("-" if mode == "played" else ":")
+    if policy and not base:
       name = f"{name} ({mode})"
     if g[x].isna().all():  # e.g. LSVI-UCB against rho: a horizontal band
       m, s = g["value_mean"].mean(), g["value_stderr"].fillna(0).mean()
-      ax.axhline(m, ls="--", lw=1, color=color, label=name)
+      ax.axhline(m, ls="--" if not base else (0, (4, 2)), lw=1, color=color,
+                 label=name + (f" ({_action(g)})" if _action(g) else ""))
       ax.axhspan(m - 1.96 * s, m + 1.96 * s, color=color, alpha=0.1)
       continue
     g = g.sort_values(x)
@@ -89,8 +108,8 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
     m = g["value_mean"].to_numpy()
     s = g["value_stderr"].fillna(0).to_numpy()
     xs = g[x].to_numpy()
-    ax.plot(xs, m, marker="o" if len(xs) < 30 else None, ms=3, color=color,
-            ls=":" if mode == "greedy" else "-", label=", ".join(desc))
+    ax.plot(xs, m, marker="o" if len(xs) < 30 and not base else None, ms=3, color=color,
+            ls=ls, lw=1 if base else 1.5, label=", ".join(desc))
     ax.fill_between(xs, m - 1.96 * s, m + 1.96 * s, color=color, alpha=0.2, lw=0)
     shown += 1
   ax.set_xlabel(style.math({"lam": "lambda"}.get(label, label)))

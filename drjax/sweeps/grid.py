@@ -56,6 +56,41 @@ def reward_sources(agents, env) -> tuple:
   return tuple(out)
 
 
+def _make_agent(name: str, config: SweepConfig, env):
+  """The agent of ``name`` with the config's options: ``bonus`` is the bonus (online) or penalty
+  (offline) form, ``clip`` the nominal online agent's clipping, ``tie_break`` for all."""
+  spec = registry.get(name)
+  opts = {}
+  for option, value in (("bonus", config.bonus), ("penalty", config.bonus),
+                        ("clip", config.clip), ("tie_break", config.tie_break)):
+    if option in spec.options:
+      opts[option] = value
+  if spec.kind == "baseline":
+    return registry.make(name, env)
+  reward = reward_option(name, env)
+  if reward is not None:
+    opts["reward"] = reward
+  if spec.kind == "online":
+    opts["capacity"] = config.episodes
+  # registry factories are lru-cached: equal configurations share compiled chunk programs.
+  return registry.make(name, env, **opts)
+
+
+def agent_widths(config: SweepConfig, env) -> tuple:
+  """``((agent, width), ...)``: the width of each agent's bonus (online, ``config.bonus``) or
+  penalty (offline, ``config.penalty``) as built for the sweep (``pieces.width_name``:
+  ``"paper"``, ``"notebook"``, ``"ellipsoid"`` or a custom width's ``module.qualname``; ``None``
+  for an agent whose config names none). Recorded in ``sweep.json`` (``layout.width``): the
+  config's ``bonus`` is the setting, this is what each agent ran."""
+  from drjax.agents import pieces  # pylint: disable=g-import-not-at-top
+  out = []
+  for a in config.agents:
+    cfg = getattr(_make_agent(a, config, env), "config", None)
+    w = getattr(cfg, "bonus", getattr(cfg, "penalty", None))
+    out.append((a, None if w is None else pieces.width_name(w)))
+  return tuple(out)
+
+
 def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
   a = np.asarray(r, dtype=np.float64)
   if a.ndim == 2:
@@ -157,6 +192,7 @@ class Layout:
   groups: int = 1
   grouped: tuple = ()
   rewards: tuple = ()
+  widths: tuple = ()
 
   def runs(self, agent_index: int) -> int:
     return self.agents[agent_index][1] * len(self.seed_ids)
@@ -188,7 +224,7 @@ class Layout:
                        for k, (a, s) in enumerate(self.agents)},
             "seeds_run": len(self.seed_ids), "source_groups": self.groups,
             "grouped": {a: g for (a, _), g in zip(self.agents, self.grouped)},
-            "reward": dict(self.rewards)}
+            "reward": dict(self.rewards), "width": dict(self.widths)}
 
 
 def bytes_per_run(config: SweepConfig, env) -> int:
@@ -255,4 +291,4 @@ def layout(config: SweepConfig, env=None) -> Layout:
       for first in range(g * per_span, end, chunk):
         chunks.append((k, first, min(chunk, end - first)))
   return Layout(chunk, tuple(nsettings), tuple(seed_ids), tuple(chunks), groups, grouped,
-                reward_sources(config.agents, env))
+                reward_sources(config.agents, env), agent_widths(config, env))

@@ -14,28 +14,8 @@ from drjax._precision import exact_matmuls
 from drjax.agents import registry
 from drjax.envs.base import FiniteEnvironment
 from drjax.sweeps.config import SweepConfig, make_targets
-from drjax.sweeps.grid import reward_option
+from drjax.sweeps.grid import _make_agent, reward_option  # noqa: F401  (_make_agent: re-exported)
 from drjax.train import _entry_features, make_fit, make_train, replan
-
-
-def _make_agent(name: str, config: SweepConfig, env):
-  """The agent of ``name`` with the config's options: ``bonus`` is the bonus (online) or penalty
-  (offline) form, ``clip`` the nominal online agent's clipping, ``tie_break`` for all."""
-  spec = registry.get(name)
-  opts = {}
-  for option, value in (("bonus", config.bonus), ("penalty", config.bonus),
-                        ("clip", config.clip), ("tie_break", config.tie_break)):
-    if option in spec.options:
-      opts[option] = value
-  if spec.kind == "baseline":
-    return registry.make(name, env)
-  reward = reward_option(name, env)
-  if reward is not None:
-    opts["reward"] = reward
-  if spec.kind == "online":
-    opts["capacity"] = config.episodes
-  # registry factories are lru-cached: equal configurations share compiled chunk programs.
-  return registry.make(name, env, **opts)
 
 
 NAMED_TABLES = ("rho", "beta", "lam", "reg_weight")  # the hyperparameters with tables of their own
