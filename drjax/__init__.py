@@ -29,6 +29,7 @@ _LAZY = {
     "drjax.agents.state": ("AgentState", "StatsState"),
     "drjax.envs": ("Environment", "FiniteEnvironment", "LinearMDP", "LinearModel", "PutOption",
                    "RandomLinearMDP", "random_linear_drmdp"),
+    "drjax._programs": ("clear_caches",),
     "drjax.train": ("FitOutput", "TrainOutput", "make_fit", "make_train", "replan", "sweep"),
 }
 _ATTR_MODULE = {name: mod for mod, names in _LAZY.items() for name in names}
@@ -64,6 +65,7 @@ def __dir__():
 
 __all__ = [
     "Agent",
+    "clear_caches",
     "DRPVIHParams",
     "FitOutput",
     "OfflineAgent",

@@ -21,6 +21,7 @@ from drjax.agents import base, offline_core
 from drjax.agents.base import Agent, HParams, QFunction, check_features, validate_hparams
 from drjax.envs.base import FiniteEnvironment
 from drjax import planning, protocols
+from drjax import _programs
 
 
 class TrainOutput(NamedTuple):
@@ -408,7 +409,7 @@ def _broadcast(hparams: HParams, horizon: int, feature_dim: int) -> tuple[HParam
 SWEEP_OUTPUTS = ("returns", "actions", "states", "estimation_error", "final_qf")
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _compiled_sweep(env, agent: Agent, num_episodes: int, record_q: bool, params_batched: bool,
                     form: str, outputs: tuple, num_seeds: int, batch: tuple):
   """``jit(key, hparams, params -> outputs [*batch, num_seeds, ...])``: the hyperparameters'
@@ -538,30 +539,18 @@ def check_env_features(env, params, key) -> None:
   check_features(phi, name=f"{type(env).__name__} features")
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _model_features(env):
   """``jit(params -> env.model(params).phi)``, one program per environment: built eagerly, the
   linear MDP's model is some 1,100 dispatched operations (and 40 small compilations cold)."""
   return jax.jit(exact_matmuls(lambda params: env.model(params).phi))
 
 
-_FEATURES_CHECKED = "_drjax_features_checked"  # set on an environment object checked "once"
-
-
 def _entry_features(env, params, key) -> None:
   """The entry points' feature check, as the environment's ``feature_check`` says: nothing more
-  for ``"validate"`` (``validate(params)``, run before, guarantees them), ``check_env_features``
-  once per environment object for ``"once"``, on every call for ``"call"``."""
-  how = getattr(env, "feature_check", "call")
-  if how == "validate":
-    return
-  if how == "once":
-    own = getattr(env, "__dict__", None)  # (a slotted environment is checked every call)
-    if own is not None and own.get(_FEATURES_CHECKED):
-      return
-    check_env_features(env, params, key)
-    if own is not None:
-      own[_FEATURES_CHECKED] = True  # not a field: equality, hash and repr unchanged
+  for ``"validate"`` (its constructor and ``validate(params)``, run before, guarantee them);
+  ``check_env_features`` on every call for ``"call"``."""
+  if getattr(env, "feature_check", "call") == "validate":
     return
   check_env_features(env, params, key)
 

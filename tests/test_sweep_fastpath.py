@@ -1,6 +1,8 @@
 """drjax.sweep's repeated calls: every call is validated, a repeated call gives the same numbers,
 and the key split and reshape inside the program match the eager ones."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -79,26 +81,34 @@ def test_an_outside_environment_is_checked_on_every_call():
       _sweep(env=env)
 
 
-def test_a_once_environment_is_checked_once_per_object(monkeypatch):
-  """``PutOption`` (``feature_check = "once"``): its features depend on the environment only."""
-  env = drjax.PutOption(num_anchors=3, horizon=2)
+def test_the_put_option_is_checked_when_constructed_and_never_per_call(monkeypatch):
+  """``PutOption``'s features depend on the environment only: its constructor checks them (the
+  paper's rows do not sum to 1: a warning), no sweep call does."""
+  from drjax.agents import base
+  seen = []
+  real_check = base.check_features
+  monkeypatch.setattr(base, "check_features", lambda phi, **k: seen.append(np.asarray(phi))
+                      or real_check(phi, **k))
+  with pytest.warns(UserWarning, match="do not sum to 1"):  # the paper's features, on purpose
+    env = drjax.PutOption(num_anchors=3, horizon=2)
+  assert len(seen) == 1
+  # what it checked are phi_all's rows, computed here by the environment itself
+  prices = np.concatenate([env.anchors, [0.0, 50.0, 97.5, 100.0, 150.0]])
+  rows = jax.vmap(lambda p: env.phi_all(env.reset(jax.random.PRNGKey(0), env.make_params(
+      init_low=1.0, init_high=1.0))._replace(price=p), None))(jnp.asarray(prices))
+  assert float(rows.min()) >= 0.0 and np.asarray(rows).max() <= seen[0].max() + 1e-12
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # not per call
+    drjax.PutOption.validate(env, env.default_params())
   params = env.default_params()
   agent = drjax.dr_lsvi_ucb(env.horizon, env.feature_dim, env.num_actions, 2)
   hp = make_hparams(env.horizon, env.feature_dim, rho=0.1, lam=0.1)
   calls = []
-  real = train.check_env_features
-  monkeypatch.setattr(train, "check_env_features", lambda *a: calls.append(a) or real(*a))
-  run = lambda e: drjax.sweep(e, params, agent, jax.random.PRNGKey(0), num_seeds=1,  # noqa: E731
-                              num_episodes=2, hparams=hp)
-  with pytest.warns(UserWarning, match="do not sum to 1"):  # the paper's features, on purpose
-    run(env)
-  run(env)
-  assert len(calls) == 1
-  other = drjax.PutOption(num_anchors=3, horizon=2)  # equal, another object: checked again
-  assert other == env and hash(other) == hash(env)
-  with pytest.warns(UserWarning, match="do not sum to 1"):
-    run(other)
-  assert len(calls) == 2
+  monkeypatch.setattr(train, "check_env_features", lambda *a: calls.append(a))
+  for _ in range(2):
+    drjax.sweep(env, params, agent, jax.random.PRNGKey(0), num_seeds=1, num_episodes=2,
+                hparams=hp)
+  assert not calls
 
 
 def test_changed_values_are_validated_again():

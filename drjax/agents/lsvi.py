@@ -27,6 +27,7 @@ from drjax.agents import base, compose, pieces
 from drjax.agents import state as state_lib
 from drjax.agents.base import Agent, HParams, QFunction
 from drjax.agents.state import AgentState, StatsState
+from drjax import _programs
 
 
 UNROLL_H = 4  # backward inductions up to this horizon are unrolled (XLA fuses across steps)
@@ -130,7 +131,7 @@ def _make(name, *, oracle, width, horizon, feature_dim, num_actions, capacity,
                     tie_break=tie_break, fail_zero=fail_zero, solver=solver, known=known)
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail_zero, solver,
            known) -> Agent:
   """The agent's pure functions (cached: equal compositions share their compiled programs)."""

@@ -19,6 +19,7 @@ from drjax.agents import base, compose, pieces
 from drjax.agents.base import QFunction
 from drjax.agents.offline_types import (HD_FIELDS, VARIANCES, VMIN_MODES, FORMS, OfflineAgent,
                                          OfflineConfig, check_hparams)
+from drjax import _programs
 
 Array = jax.Array
 
@@ -156,7 +157,7 @@ def _check_known(known, num_actions: int) -> None:
   lsvi._check_known(known, num_actions)  # pylint: disable=protected-access
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward: str, known,
              weighted: bool) -> OfflineAgent:
   """The agent's pure functions (cached: equal compositions share their compiled programs)."""

@@ -42,7 +42,6 @@ cached plan would save nothing; ``counters`` counts the distinct policies and th
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -56,6 +55,7 @@ from drjax.agents import base, compose, lsvi, pieces
 from drjax.agents import state as state_lib
 from drjax.agents.base import Agent
 from drjax.agents.state import StatsState
+from drjax import _programs
 
 Array = jax.Array
 
@@ -231,7 +231,7 @@ def we_drive_u(horizon: int, feature_dim: int, num_actions: int, capacity: int, 
   return _build(H, d, A, K, switch, cap, weights, alpha, int(grid_size), tie_break, solver, reward)
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _build(H, d, A, K, switch, cap, weights, alpha, grid_size, tie_break, solver, reward) -> Agent:
   """The agent's functions (cached: equal options share compiled programs)."""
   # DR-LSVI-UCB's composition plans, acts and measures widths; it is given the weighted statistics.

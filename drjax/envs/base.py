@@ -80,9 +80,8 @@ class Environment:
   # features against Assumption 1 (finite, >= 0: ``ValueError``; rows not summing to 1 warn),
   # never by rebuilding the environment per call:
   #   ``"validate"``: the constructor and ``validate(params)`` guarantee them (the built-in
-  #     environments whose features are a function of validated params or of a checked map);
-  #   ``"once"``: they depend on the environment only: checked the first time an entry point meets
-  #     this environment object, and remembered on it (``PutOption``);
+  #     environments whose features are a function of validated params, of a checked map, or of
+  #     the environment only and checked by its constructor: ``PutOption``);
   #   ``"call"`` (the default, for an environment from outside drjax): checked on every call, from
   #     the exact model (one compiled program per environment) or the initial state and one step.
   feature_check: ClassVar[str] = "call"

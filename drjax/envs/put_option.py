@@ -115,13 +115,33 @@ class PutOption(Environment):
   num_anchors: int = 20
   horizon: int = 10
   variant: str = "paper"
-  # The features depend on the variant and anchors only (>= 0; rows not summing to 1 warn, once).
-  feature_check = "once"
+  # The features depend on the variant and anchors only: the constructor checks them (>= 0; the
+  # paper's rows do not sum to 1, a warning), so no entry point checks them again.
+  feature_check = "validate"
 
   def __post_init__(self):
     _checks.integer("num_anchors", self.num_anchors, 2)
     _checks.integer("horizon", self.horizon, 1)
     _checks.choice("variant", self.variant, VARIANTS)
+    self._check_features()
+
+  def _check_features(self) -> None:
+    """Assumption 1 on the host (NumPy, microseconds): the rows of ``phi_all`` at every anchor,
+    every midpoint between anchors, below and above the anchors and at 0. The features are
+    piecewise linear in the price with kinks only at the anchors and the strike, so their range
+    is attained at these points; the exit state's rows are zero."""
+    from drjax.agents import base  # pylint: disable=g-import-not-at-top  (agents import envs)
+
+    a = self.anchors
+    prices = np.concatenate([a, a[:-1] + self.spacing / 2, [0.0, a[0] - self.spacing, STRIKE,
+                                                             a[-1] + self.spacing]])
+    hats = np.maximum(0.0, 1.0 - np.abs(prices[:, None] - a) / self.spacing)
+    zeros = np.zeros((prices.size, 1))
+    hats = np.concatenate([hats, zeros], 1)
+    pay = np.concatenate([np.zeros_like(hats[:, :-1]), np.maximum(0.0, STRIKE - prices)[:, None]],
+                         1)
+    rows = (hats, pay) if self.variant == "paper" else (pay, hats)  # as phi_all
+    base.check_features(np.stack(rows, 1), name="PutOption features")
 
   @property
   def num_actions(self) -> int:

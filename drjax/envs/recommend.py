@@ -24,9 +24,9 @@ of survival (issue 34), and both agents pushed one way, worse than uniform rando
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
+
+from drjax import _programs
 
 SCALE = 4.0  # (untried - tried-limit) optimistic value / H
 LAM = 0.01  # ridge regularizer
@@ -38,7 +38,7 @@ MIN_GAP = 1e-3
 RETURN_BOUND = {"Acrobot-v1": 1.0, "MountainCar-v0": 1.0}
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def widths(env) -> tuple[float, float]:
   """``(||phi||_2, 1 - w_inf)``: the medians over ``RESET_SAMPLES`` reset states (fixed key) and
   actions of the elliptical and the d-rectangular width gap (module docstring)."""

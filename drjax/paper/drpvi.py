@@ -17,7 +17,6 @@ action at x1, and whether VA-DRPVI's policy differs from DRPVI's.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 
 import jax
@@ -30,6 +29,7 @@ from drjax.agents import registry
 from drjax.envs.linear_mdp import LinearMDP, action_vectors, target_params
 from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.programs import _curve, _exact  # the panels' mean / stderr convention
+from drjax import _programs
 
 AGENTS = ("pevi", "drpvi", "va-drpvi")  # registry names, in legend order
 XI = (0.1, 0.2, 0.3)
@@ -72,7 +72,7 @@ def agents(preset: OfflinePreset, env) -> dict:
   return out
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _program(preset: OfflinePreset, num_trajectories: int, level: int | None = None):
   """The figure's jitted program; beta and lambda are traced arguments (a preset's other
   fields are static), so other beta / lambda values reuse the compilation. ``level``: XLA backend
@@ -185,7 +185,7 @@ def run(preset: OfflinePreset, *, seeds: int, trajectories: int, key, xi_norms=X
           "xi_norms": np.asarray(xi_norms), "rhos": np.asarray(rhos), "qs": np.asarray(qs)}
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _action_table() -> np.ndarray:
   # Once: an eager JAX call per label (1,089 of them) cost 2 s of the figure-writing thread
   # while the other families' compilations held both cores.

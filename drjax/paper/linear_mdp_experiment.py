@@ -3,7 +3,6 @@ from ONE compiled program, and their panels."""
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 
@@ -19,6 +18,7 @@ from drjax.paper.critical_point import paper_q_star as paper_critical_q  # eq. (
 from drjax.paper.panels import _curve, _exact, _fit_slope
 from drjax.paper.presets import DR, LS, NOMINAL_AGENT, ROBUST_AGENT, Preset, agents_for
 from drjax.train import make_train
+from drjax import _programs
 
 LINEAR_XI = (0.1, 0.2, 0.3)
 LINEAR_RHO = (0.3, 0.4, 0.5)
@@ -30,7 +30,7 @@ SUBOPT_P = 0.1  # failure probability in the Theorem 1 curve
 # Simulated linear MDP: Figure 1, the 3 x 3 ablation and AveSubopt, from one program.
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _linear_program(preset: Preset, episodes: int, level: int | None = None):
   env = LinearMDP()
   H, d, A = env.horizon, env.feature_dim, env.num_actions

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 
 import jax
@@ -16,6 +15,7 @@ from drjax.paper.compile_options import _level_name, compiler_options, opt_level
 from drjax.paper.panels import _curve, _exact
 from drjax.paper.presets import DR, LS, NOMINAL_AGENT, ROBUST_AGENT, Preset, agents_for
 from drjax.train import make_train
+from drjax import _programs
 
 PUT_RHO = (0.3, 0.4, 0.5)
 PUT_PU = tuple(np.round(np.linspace(0.15, 0.85, 29), 4))
@@ -27,7 +27,7 @@ PUT_PU = tuple(np.round(np.linspace(0.15, 0.85, 29), 4))
 PUT_EVALUATIONS = ("exact", "mc")
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: str,
                  level: int | None = None):
   env = PutOption(variant=preset.put_variant)

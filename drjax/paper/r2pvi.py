@@ -31,7 +31,6 @@ Not here (the R2PVI issue): Figure 2 (fit times; ``drjax bench --only offline``)
 
 from __future__ import annotations
 
-import functools
 import time
 
 import jax
@@ -46,6 +45,7 @@ from drjax.envs.linear_mdp import LinearMDP, target_params
 from drjax.envs.put_option import PutOption
 from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.programs import _exact
+from drjax import _programs
 
 FIG_A_AGENTS = ("pevi", "r2pvi-tv", "r2pvi-kl", "r2pvi-chi2")  # registry names
 FIG_B_AGENT, FIG_C_AGENTS = "r2pvi-tv", ("drpvi", "r2pvi-tv")
@@ -81,7 +81,7 @@ def _hp(agent, spec, level, beta=BETA, lam=LAM):
   return agent.hparams_type(**{f: values[f] for f in agent.hparams_type._fields})
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _program(num_trajectories: int, level: int | None = None):
   env = LinearMDP()
   behavior = data_lib.uniform(env.num_actions)
@@ -165,7 +165,7 @@ def put_agents(env) -> dict:
   return {n: registry.make(n, env, **opts) for n, opts in PUT_AGENT_OPTIONS.items()}
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _put_program(num_trajectories: int, level: int | None = None):
   env = PutOption(num_anchors=PUT_ANCHORS, horizon=PUT_HORIZON, variant="notebook")
   hold = data_lib.fixed(1)  # notebook variant: action 0 exercises, 1 holds
@@ -216,7 +216,7 @@ def run_put(*, seeds: int, trajectories: int, key, opt_level="auto") -> dict:
           "opt_level": level}
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _correspondence_program():
   env = LinearMDP()
   H, d = env.horizon, env.feature_dim

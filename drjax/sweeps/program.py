@@ -3,7 +3,6 @@ a chunk of runs and evaluates each run's greedy policy on the targets."""
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +15,7 @@ from drjax.envs.base import FiniteEnvironment
 from drjax.sweeps.config import SweepConfig, make_targets
 from drjax.sweeps.grid import _make_agent, reward_option  # noqa: F401  (_make_agent: re-exported)
 from drjax.train import _entry_features, make_fit, make_train, replan
+from drjax import _programs
 
 
 NAMED_TABLES = ("rho", "beta", "lam", "reg_weight")  # the hyperparameters with tables of their own
@@ -58,7 +58,7 @@ def ordered_sum(x):
                            jnp.zeros(x.shape[:-1], x.dtype))
 
 
-@functools.lru_cache(maxsize=None)
+@_programs.cached
 def _program(env, agent, episodes: int, target_mode: str, test_episodes: int, save_returns: bool,
              mesh, num_runs: int, behavior=None, num_trajectories: int = 0,
              settings_per_group: int = 0, record: tuple = (), record_at: tuple = (),
