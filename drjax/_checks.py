@@ -18,6 +18,7 @@ weight searches) and ``mean_stderr`` (the mean and standard error across seeds o
 from __future__ import annotations
 
 import numbers
+import warnings
 import weakref
 
 import jax
@@ -618,3 +619,23 @@ def q_args(qf, h, phi_all, fail, *, H: int, d: int, A: int, lead: bool,
     if scalar_fail:
       scalar("fail", fail)
   bool_array("fail", fail)
+
+
+def features(phi, name: str = "phi", atol: float = 1e-6, stacklevel: int = 3) -> None:
+  """Features must be >= 0 (ValueError); rows that do not sum to 1 (Assumption 1) only warn."""
+  if not isinstance(name, str):
+    raise TypeError(f"name must be a string, got {type(name).__name__}")
+  number("atol", atol, 0)
+  require_concrete(name, phi, "check_features reads the feature values")
+  phi = _values(name, phi)
+  if phi.ndim < 1:
+    raise ValueError(f"{name}: features must have shape [..., d], got a scalar")
+  if not np.all(np.isfinite(phi)):
+    bad = phi[~np.isfinite(phi)].flat[0]
+    raise ValueError(f"{name}: features must be finite, got a non-finite value ({bad})")
+  if np.any(phi < -atol):
+    raise ValueError(f"{name}: features must be >= 0 (Assumption 1), got min {phi.min()}")
+  sums = phi.sum(-1)
+  if np.any(np.abs(sums - 1) > 1e-4):
+    warnings.warn(f"{name}: feature rows do not sum to 1 (Assumption 1 violated; sums in "
+                  f"[{sums.min():.3g}, {sums.max():.3g}]). Proceeding.", stacklevel=stacklevel)

@@ -84,11 +84,11 @@ def test_an_outside_environment_is_checked_on_every_call():
 def test_the_put_option_is_checked_when_constructed_and_never_per_call(monkeypatch):
   """``PutOption``'s features depend on the environment only: its constructor checks them (the
   paper's rows do not sum to 1: a warning), no sweep call does."""
-  from drjax.agents import base
+  from drjax import _checks
   seen = []
-  real_check = base.check_features
-  monkeypatch.setattr(base, "check_features", lambda phi, **k: seen.append(np.asarray(phi))
-                      or real_check(phi, **k))
+  real_check = _checks.features
+  monkeypatch.setattr(_checks, "features", lambda phi, *a, **k: seen.append(np.asarray(phi))
+                      or real_check(phi, *a, **k))
   with pytest.warns(UserWarning, match="do not sum to 1"):  # the paper's features, on purpose
     env = drjax.PutOption(num_anchors=3, horizon=2)
   assert len(seen) == 1

@@ -25,7 +25,6 @@ when concrete, so the checks cost nothing inside ``jit``).
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable, NamedTuple
 
 import jax
@@ -277,22 +276,7 @@ def make_hparams(horizon: int, feature_dim: int, *, rho=0.0, beta=1.0, lam=1.0,
 
 def check_features(phi, name: str = "phi", atol: float = 1e-6) -> None:
   """Features must be >= 0 (ValueError); rows that do not sum to 1 (Assumption 1) only warn."""
-  if not isinstance(name, str):
-    raise TypeError(f"name must be a string, got {type(name).__name__}")
-  _checks.number("atol", atol, 0)
-  _checks.require_concrete(name, phi, "check_features reads the feature values")
-  phi = _checks._values(name, phi)  # pylint: disable=protected-access
-  if phi.ndim < 1:
-    raise ValueError(f"{name}: features must have shape [..., d], got a scalar")
-  if not np.all(np.isfinite(phi)):
-    bad = phi[~np.isfinite(phi)].flat[0]
-    raise ValueError(f"{name}: features must be finite, got a non-finite value ({bad})")
-  if np.any(phi < -atol):
-    raise ValueError(f"{name}: features must be >= 0 (Assumption 1), got min {phi.min()}")
-  sums = phi.sum(-1)
-  if np.any(np.abs(sums - 1) > 1e-4):
-    warnings.warn(f"{name}: feature rows do not sum to 1 (Assumption 1 violated; sums in "
-                  f"[{sums.min():.3g}, {sums.max():.3g}]). Proceeding.", stacklevel=3)
+  _checks.features(phi, name, atol, stacklevel=4)
 
 
 check_int = _checks.check_int  # defined with the other checks (drjax.data uses it too)

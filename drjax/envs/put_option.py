@@ -130,8 +130,6 @@ class PutOption(Environment):
     every midpoint between anchors, below and above the anchors and at 0. The features are
     piecewise linear in the price with kinks only at the anchors and the strike, so their range
     is attained at these points; the exit state's rows are zero."""
-    from drjax.agents import base  # pylint: disable=g-import-not-at-top  (agents import envs)
-
     a = self.anchors
     prices = np.concatenate([a, a[:-1] + self.spacing / 2, [0.0, a[0] - self.spacing, STRIKE,
                                                              a[-1] + self.spacing]])
@@ -141,7 +139,7 @@ class PutOption(Environment):
     pay = np.concatenate([np.zeros_like(hats[:, :-1]), np.maximum(0.0, STRIKE - prices)[:, None]],
                          1)
     rows = (hats, pay) if self.variant == "paper" else (pay, hats)  # as phi_all
-    base.check_features(np.stack(rows, 1), name="PutOption features")
+    _checks.features(np.stack(rows, 1), "PutOption features", stacklevel=4)
 
   @property
   def num_actions(self) -> int:
