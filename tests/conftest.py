@@ -3,7 +3,17 @@ import os
 # Before JAX initializes: drjax's XLA flags (single-threaded Eigen, fast compiles; drjax/_xla.py),
 # fixed here so determinism does not depend on the caller's environment; then float64.
 os.environ.pop("DRJAX_NO_XLA_FLAG", None)
-os.environ["DRJAX_NO_CACHE"] = "1"  # no persistent compilation cache written by CLI tests
+# One persistent compilation cache for the run, in a fresh temporary directory (never the user's
+# ~/.cache/drjax), shared by the xdist workers and every command the tests start, removed at the
+# end (pytest_unconfigure). It starts empty, so the first test to need a program compiles it; a
+# later test or command that builds the same program reads it back. Tests of the cache itself and
+# the cold-start benchmarks set their own DRJAX_NO_CACHE / DRJAX_CACHE_DIR.
+if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller, or a run without xdist
+  import tempfile  # pylint: disable=g-import-not-at-top
+
+  os.environ["DRJAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="drjax-test-cache-")
+  os.environ["_DRJAX_TEST_CACHE_OWNER"] = str(os.getpid())
+  os.environ.pop("DRJAX_NO_CACHE", None)
 # The tests compile hundreds of small programs and run each for a moment: LLVM -O0 compiles them
 # about 1.5x faster (test_engine.py + test_agents.py: 110 s -> 75 s on 2 cores). XLA's own HLO
 # passes still run, so the programs compute the same values; programs that pass their own
@@ -21,6 +31,16 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_compilation_cache_dir", os.environ["DRJAX_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def pytest_unconfigure(config):
+  del config
+  if os.environ.get("_DRJAX_TEST_CACHE_OWNER") == str(os.getpid()):
+    import shutil  # pylint: disable=g-import-not-at-top
+
+    shutil.rmtree(os.environ["DRJAX_CACHE_DIR"], ignore_errors=True)
 
 
 # Test scheduling under pytest-xdist (`-n 2`, pyproject.toml). The tests of SHARED_WORKER_FILES run

@@ -139,7 +139,7 @@ class PutOption(Environment):
     pay = np.concatenate([np.zeros_like(hats[:, :-1]), np.maximum(0.0, STRIKE - prices)[:, None]],
                          1)
     rows = (hats, pay) if self.variant == "paper" else (pay, hats)  # as phi_all
-    _checks.features(np.stack(rows, 1), "PutOption features", stacklevel=4)
+    _checks.features(np.stack(rows, 1), "PutOption features", stacklevel=5)
 
   @property
   def num_actions(self) -> int:
