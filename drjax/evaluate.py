@@ -34,8 +34,9 @@ import jax.numpy as jnp
 
 from drjax import _checks, planning
 from drjax.agents.base import Agent, QFunction
-# episode_key lives with the environments (baselines roll out with it below evaluation).
-from drjax.envs.base import Environment, FiniteEnvironment, LinearModel, episode_key
+# episode_key and rollout_return live with the environments: the baselines, below evaluation,
+# roll out with them too.
+from drjax.envs.base import Environment, FiniteEnvironment, LinearModel, episode_key, rollout_return
 from drjax._precision import exact_matmuls
 from drjax.protocols import unchecked
 # The put-option lattice evaluation lives in drjax.put_lattice; its names stay importable here.
@@ -372,30 +373,11 @@ def exact_target_values(env: FiniteEnvironment, agent: Agent, qf: QFunction,
 # Monte Carlo with common random numbers.
 
 
-def _rollout(env: Environment, act_fn, params, key, episode) -> Array:
-  """Return of one episode; rewards after ``done`` are ignored."""
-  H = env.horizon
-  s0 = env.reset(episode_key(key, episode, H), params)
-
-  def step(carry, h):
-    s, alive, ret = carry
-    phi_all = env.phi_all(s, params)
-    fail = env.is_fail(s, params)
-    a = act_fn(h, phi_all, fail)
-    s2, r, done = env.step(episode_key(key, episode, h), s, a, params)
-    ret = ret + jnp.where(alive, r, 0.0)
-    return (s2, jnp.logical_and(alive, jnp.logical_not(done)), ret), None
-
-  dtype = jnp.result_type(float)
-  (_, _, ret), _ = jax.lax.scan(step, (s0, jnp.asarray(True), jnp.zeros((), dtype)),
-                                jnp.arange(H))
-  return ret
-
-
 @functools.partial(jax.jit, static_argnums=(0, 1, 5))
 def _mc(env, agent, qf, params, key, num_episodes):
-  act_fn = lambda h, phi_all, fail: unchecked(agent.act)(qf, h, phi_all, fail)  # noqa: E731
-  returns = jax.vmap(lambda n: _rollout(env, act_fn, params, key, n))(jnp.arange(num_episodes))
+  act_fn = lambda k, h, phi_all, fail: unchecked(agent.act)(qf, h, phi_all, fail)  # noqa: E731
+  returns = jax.vmap(lambda n: rollout_return(env, act_fn, params, key, n))(
+      jnp.arange(num_episodes))
   mean, stderr = _checks.mean_stderr(returns, xp=jnp)
   return dict(mean=mean, stderr=stderr, returns=returns)
 

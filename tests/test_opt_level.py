@@ -49,3 +49,29 @@ def test_the_offline_figure_compiles_fast_at_the_papers_size():
   -O0 and -O1 agree: tests/test_drpvi_paper.py)."""
   from drjax.paper import drpvi  # pylint: disable=g-import-not-at-top
   assert programs.opt_level_for("auto", drpvi.DEFAULT_SEEDS * 100 * len(drpvi.XI)) == 0
+
+
+def test_the_put_option_figure_plans_over_the_whole_capacity_when_compiling_is_the_wait():
+  """``plan_blocks_for``: one plan (``blocks=0``) up to the fast-compile size, the filled slots
+  above; ``drjax reproduce fig2`` at a small size records it, and its numbers equal those of the
+  filled-slot plan (the same program otherwise)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  from drjax import _opt_level  # pylint: disable=g-import-not-at-top
+  from drjax.paper import presets, put_option_experiment as poe  # pylint: disable=g-import-not-at-top
+  assert _opt_level.plan_blocks_for(programs.FAST_COMPILE_MAX_WORK) == 0
+  assert _opt_level.plan_blocks_for(programs.FAST_COMPILE_MAX_WORK + 1) is None
+  preset = presets.PRESETS["paper"]
+  kw = dict(seeds=2, episodes=6, key=jax.random.PRNGKey(1), rhos=(0.1,), p_us=(0.4, 0.6))
+  res = poe.run_put_option(preset, **kw)
+  assert res["plan_blocks"] == 0
+  blocks = poe.plan_blocks_for
+  try:
+    poe.plan_blocks_for = lambda work: None  # the filled slots
+    other = poe.run_put_option(preset, **kw)
+  finally:
+    poe.plan_blocks_for = blocks
+  assert other["plan_blocks"] is None
+  for k in ("dr", "ls"):
+    np.testing.assert_allclose(res[k], other[k], rtol=1e-9, atol=1e-9)

@@ -143,33 +143,15 @@ def check_hparams(baseline: Baseline, hparams) -> None:
                        f"{a.tolist()}")
 
 
-def _rollout(env, baseline: Baseline, hparams, params, key, episode) -> Array:
-  """Return of one episode under ``evaluate.episode_key``'s draws (rewards after ``done`` are
-  ignored, as ``evaluate.mc_evaluate`` does)."""
-  from drjax.envs.base import episode_key  # pylint: disable=g-import-not-at-top
-  H = env.horizon
-  s0 = env.reset(episode_key(key, episode, H), params)
-
-  def step(carry, h):
-    s, alive, ret = carry
-    k = episode_key(key, episode, h)
-    a = baseline.act(hparams, jax.random.fold_in(k, ACTION_STREAM), h, env.phi_all(s, params),
-                     env.is_fail(s, params))
-    s2, r, done = env.step(k, s, a, params)
-    ret = ret + jnp.where(alive, r, 0.0)
-    return (s2, jnp.logical_and(alive, jnp.logical_not(done)), ret), None
-
-  dtype = jnp.result_type(float)
-  (_, _, ret), _ = jax.lax.scan(step, (s0, jnp.asarray(True), jnp.zeros((), dtype)),
-                                jnp.arange(H))
-  return ret
-
-
 def mc_returns(env, baseline: Baseline, hparams, params, key, num_episodes: int) -> Array:
   """``[N]`` returns of ``num_episodes`` rollouts with common random numbers (module docstring).
   Pure: ``vmap`` over keys, hyperparameters and params."""
-  return jax.vmap(lambda n: _rollout(env, baseline, hparams, params, key, n))(
-      jnp.arange(num_episodes))
+  from drjax.envs.base import rollout_return  # pylint: disable=g-import-not-at-top
+
+  def act(k, h, phi_all, fail):
+    return baseline.act(hparams, jax.random.fold_in(k, ACTION_STREAM), h, phi_all, fail)
+
+  return jax.vmap(lambda n: rollout_return(env, act, params, key, n))(jnp.arange(num_episodes))
 
 
 def exact_value(env, baseline: Baseline, hparams, params) -> Array:

@@ -33,6 +33,7 @@ import chex
 import jax
 
 from drjax import _checks
+from drjax import features as features_lib
 from drjax._precision import exact_matmuls
 
 Array = jax.Array
@@ -151,6 +152,44 @@ class FiniteEnvironment(Environment):
     raise NotImplementedError
 
 
+class ObservationFeatures:
+  """``phi_all``, ``is_fail`` and ``theta`` of a continuous-state environment whose features are a
+  feature map of an observation, one block per action (``drjax.features.action_blocks``), with an
+  absorbing zero-value fail state and a regressed reward (``theta = 0``): ``GymnaxEnv``,
+  ``Ledge``. A class sets ``state_type`` / ``params_type`` (the NamedTuples its methods take) and
+  defines ``feature_map``, ``feature_obs(state)`` (the ``[k]`` input of the map), ``horizon``,
+  ``feature_dim`` and ``num_actions``; its states have a boolean ``fail`` field."""
+
+  state_type: ClassVar[type]
+  params_type: ClassVar[type]
+
+  def feature_obs(self, state) -> Array:
+    raise NotImplementedError
+
+  def _check_state(self, state) -> None:
+    name = self.state_type.__name__
+    _checks.instance("state", state, self.state_type, f"a {name} (env.reset / env.step)")
+
+  def phi_all(self, state, params) -> Array:
+    """``[A, d]`` the features of every action (per action block); all zero in the fail state."""
+    self._check_state(state)
+    del params
+    phi = features_lib.action_blocks(self.feature_map(self.feature_obs(state)), self.num_actions)
+    return jax.numpy.where(state.fail, jax.numpy.zeros_like(phi), phi)
+
+  def is_fail(self, state, params) -> Array:
+    """The absorbing, zero-value fail state."""
+    self._check_state(state)
+    del params
+    return jax.numpy.asarray(state.fail)
+
+  def theta(self, params) -> Array:
+    """``[H, d]`` zeros: no known reward parameters (the agents regress the reward)."""
+    _checks.params_type(params, self.params_type, type(self).__name__)
+    return jax.numpy.zeros((self.horizon, self.feature_dim),
+                           jax.dtypes.canonicalize_dtype(float))
+
+
 @exact_matmuls
 def episode_key(key: chex.PRNGKey, episode, step) -> chex.PRNGKey:
   """The key of draw ``step`` in episode ``episode``: ``fold_in(fold_in(key, episode), step)``.
@@ -166,6 +205,30 @@ def episode_key(key: chex.PRNGKey, episode, step) -> chex.PRNGKey:
     _checks.indices(name, x, 2**31, "counter")
     _checks.scalar(name, x)
   return jax.random.fold_in(jax.random.fold_in(key, episode), step)
+
+
+def rollout_return(env: Environment, act_fn, params, key: chex.PRNGKey, episode) -> Array:
+  """``[]`` the return of episode ``episode``: ``s_1 = env.reset(episode_key(key, episode, H))``,
+  then at step ``h`` the action ``act_fn(k, h, phi_all, fail)`` and ``env.step(k, ...)`` with
+  ``k = episode_key(key, episode, h)`` (common random numbers: the same draws for every policy);
+  rewards after ``done`` are ignored. Pure (one ``lax.scan``); ``vmap`` it over episodes. The
+  Monte Carlo evaluation of agents (``drjax.evaluate``) and of baselines
+  (``drjax.agents.baselines``) both roll out with it."""
+  H = env.horizon
+  s0 = env.reset(episode_key(key, episode, H), params)
+
+  def step(carry, h):
+    s, alive, ret = carry
+    k = episode_key(key, episode, h)
+    a = act_fn(k, h, env.phi_all(s, params), env.is_fail(s, params))
+    s2, r, done = env.step(k, s, a, params)
+    ret = ret + jax.numpy.where(alive, r, 0.0)
+    return (s2, jax.numpy.logical_and(alive, jax.numpy.logical_not(done)), ret), None
+
+  dtype = jax.numpy.result_type(float)
+  init = (s0, jax.numpy.asarray(True), jax.numpy.zeros((), dtype))
+  (_, _, ret), _ = jax.lax.scan(step, init, jax.numpy.arange(H))
+  return ret
 
 
 def sample_categorical(key: chex.PRNGKey, probs: Array) -> Array:

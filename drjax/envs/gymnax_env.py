@@ -66,7 +66,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax import features as features_lib
-from drjax.envs.base import Environment
+from drjax.envs.base import Environment, ObservationFeatures
 from drjax.envs.linear_mdp import _check, _check_state, _concrete, _float_dtype
 
 Array = jax.Array
@@ -180,7 +180,7 @@ def _leaf(x, dtype):
 
 
 @dataclasses.dataclass(frozen=True)
-class GymnaxEnv(Environment):
+class GymnaxEnv(ObservationFeatures, Environment):
   """A gymnax environment with discrete actions, cut at ``horizon`` steps (see module doc).
 
   Attributes:
@@ -204,6 +204,8 @@ class GymnaxEnv(Environment):
   reward_known = False
   # The constructor checks the feature map (built-in maps are on the simplex by construction).
   feature_check = "validate"
+  state_type = GymnaxState  # (ObservationFeatures: phi_all, is_fail, theta)
+  params_type = GymnaxParams
 
   env_id: str = "CartPole-v1"
   horizon: int | None = None
@@ -507,24 +509,9 @@ class GymnaxEnv(Environment):
       out = jnp.clip((r - lo) / (hi - lo), 0.0, 1.0)
     return out
 
-  def phi_all(self, state: GymnaxState, params: GymnaxParams) -> Array:
-    """``[A, d]`` the features of every action (per action block); all zero in the fail state."""
-    _checks.instance("state", state, GymnaxState, "a GymnaxState (env.reset / env.step)")
-    del params
-    phi = features_lib.action_blocks(self.feature_map(self.feature_input(state.obs)),
-                                     self.num_actions)
-    return jnp.where(state.fail, jnp.zeros_like(phi), phi)
-
-  def is_fail(self, state: GymnaxState, params: GymnaxParams) -> Array:
-    """The terminated (absorbing, zero-value) state."""
-    _checks.instance("state", state, GymnaxState, "a GymnaxState (env.reset / env.step)")
-    del params
-    return jnp.asarray(state.fail)
-
-  def theta(self, params: GymnaxParams) -> Array:
-    """``[H, d]`` zeros: no known reward parameters (agents regress the reward)."""
-    _checks.params_type(params, GymnaxParams, "GymnaxEnv")
-    return jnp.zeros((self.horizon, self.feature_dim), _float_dtype())
+  def feature_obs(self, state: GymnaxState) -> Array:
+    """The feature map's input at ``state``: ``feature_input(state.obs)``."""
+    return self.feature_input(state.obs)
 
   # ---------------------------------------------------------------- dynamics
   def _norm(self, env_state):

@@ -68,7 +68,7 @@ import numpy as np
 
 from drjax import _checks
 from drjax import features as features_lib
-from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
+from drjax.envs.base import Environment, FiniteEnvironment, LinearModel, ObservationFeatures
 from drjax.envs.linear_mdp import _check, _check_state, _concrete, _float_dtype
 
 Array = jax.Array
@@ -214,7 +214,7 @@ def _to_tuple(name: str, v, cast):
 
 
 @dataclasses.dataclass(frozen=True)
-class Ledge(_Geometry, Environment):
+class Ledge(_Geometry, ObservationFeatures, Environment):
   """The cliff-side traverse with continuous lateral position (see the module doc).
 
   Attributes:
@@ -237,6 +237,8 @@ class Ledge(_Geometry, Environment):
   # Rewards are a step function of y: not linear in the features; agents regress them.
   reward_known = False
   feature_check = "validate"  # the constructor checks the map on the whole box
+  state_type = LedgeState  # (ObservationFeatures: phi_all, is_fail, theta)
+  params_type = LedgeParams
 
   horizon: int = 10
   num_rows: int = 5
@@ -323,24 +325,9 @@ class Ledge(_Geometry, Environment):
     x = state.h.astype(state.y.dtype) / self.horizon
     return jnp.stack([x, state.y])
 
-  def phi_all(self, state: LedgeState, params: LedgeParams) -> Array:
-    """``[A, d]`` the features of every action (per action block); all zero in the fail state."""
-    _checks.instance("state", state, LedgeState, "a LedgeState (env.reset / env.step)")
-    del params
-    obs = self.observation(state)[np.asarray(self.obs_dims)]
-    phi = features_lib.action_blocks(self.feature_map(obs), self.num_actions)
-    return jnp.where(state.fail, jnp.zeros_like(phi), phi)
-
-  def is_fail(self, state: LedgeState, params: LedgeParams) -> Array:
-    """Whether the mass fell or crashed (absorbing, value 0)."""
-    _checks.instance("state", state, LedgeState, "a LedgeState (env.reset / env.step)")
-    del params
-    return jnp.asarray(state.fail)
-
-  def theta(self, params: LedgeParams) -> Array:
-    """``[H, d]`` zeros: the reward is not linear in the features (agents regress it)."""
-    _checks.params_type(params, LedgeParams, "Ledge")
-    return jnp.zeros((self.horizon, self.feature_dim), _float_dtype())
+  def feature_obs(self, state: LedgeState) -> Array:
+    """The feature map's input at ``state``: the observation's ``obs_dims``."""
+    return self.observation(state)[np.asarray(self.obs_dims)]
 
   # ---------------------------------------------------------------- params
   def default_params(self) -> LedgeParams:

@@ -11,6 +11,7 @@ import numpy as np
 from drjax import evaluate
 from drjax.agents.base import make_hparams
 from drjax.envs.put_option import PutOption, fixed_initial_price
+from drjax._opt_level import plan_blocks_for
 from drjax.paper.compile_options import _level_name, compiler_options, opt_level_for
 from drjax.paper.panels import _curve, _exact
 from drjax.paper.presets import DR, LS, NOMINAL_AGENT, ROBUST_AGENT, Preset, agents_for
@@ -29,13 +30,13 @@ PUT_EVALUATIONS = ("exact", "mc")
 
 @_programs.cached
 def _put_program(preset: Preset, episodes: int, test_episodes: int, evaluation: str,
-                 level: int | None = None):
+                 level: int | None = None, blocks: int | None = None):
   env = PutOption(variant=preset.put_variant)
   H, d, A = env.horizon, env.feature_dim, env.num_actions
   agents = agents_for(preset, env, episodes)
   dr, ls = agents[ROBUST_AGENT], agents[NOMINAL_AGENT]
-  train_dr = make_train(env, dr, episodes)
-  train_ls = make_train(env, ls, episodes)
+  train_dr = make_train(env, dr, episodes, blocks=blocks)
+  train_ls = make_train(env, ls, episodes, blocks=blocks)
   fixed = preset.put_fixed_init
 
   def put_option_program(params, keys, eval_keys, hp_dr, hp_ls, p_us, ref_rhos):
@@ -118,9 +119,11 @@ def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episo
   """
   if evaluation not in PUT_EVALUATIONS:
     raise ValueError(f"evaluation must be one of {PUT_EVALUATIONS}, got {evaluation!r}")
-  level = opt_level_for(opt_level, seeds * episodes * (len(rhos) + 1), small=1)
+  work = seeds * episodes * (len(rhos) + 1)
+  level = opt_level_for(opt_level, work, small=1)
+  blocks = plan_blocks_for(work)
   env, program = _put_program(preset, episodes, test_episodes if evaluation == "mc" else 0,
-                              evaluation, level)
+                              evaluation, level, blocks)
   H, d = env.horizon, env.feature_dim
   k_train, k_init, k_eval = jax.random.split(key, 3)
   source = env.make_params(p_u=0.5)
@@ -140,7 +143,7 @@ def run_put_option(preset: Preset, *, seeds: int, episodes: int, key, test_episo
   res = {k: np.asarray(v) for k, v in out.items()}
   res["seconds"] = time.perf_counter() - t0
   res.update(rhos=np.asarray(rhos), p_us=np.asarray(p_us), evaluation=evaluation,
-             opt_level=level)
+             opt_level=level, plan_blocks=blocks)
   return res
 
 
@@ -175,7 +178,9 @@ def put_panels(res: dict, preset: Preset, *, seeds: int, episodes: int,
               fixed_initial_price=preset.put_fixed_init, H=10, num_anchors=20, source_p_u=0.5,
               evaluation=how, reference_note=PUT_REFERENCE_NOTE,
               breakpoint_max_changes_per_step=int(res.get("max_count", 0)),
-              xla_backend_optimization_level=_level_name(res.get("opt_level")))
+              xla_backend_optimization_level=_level_name(res.get("opt_level")),
+              buffer_plan=("whole capacity (blocks=0)" if res.get("plan_blocks") == 0
+                           else "filled slots (make_train's default blocks)"))
   if evaluation == "mc":
     base["test_episodes"] = test_episodes
   if preset.put_fixed_init:
