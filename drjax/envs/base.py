@@ -31,6 +31,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import chex
 import jax
+import jax.numpy as jnp
 
 from drjax import _checks
 from drjax import features as features_lib
@@ -175,18 +176,18 @@ class ObservationFeatures:
     self._check_state(state)
     del params
     phi = features_lib.action_blocks(self.feature_map(self.feature_obs(state)), self.num_actions)
-    return jax.numpy.where(state.fail, jax.numpy.zeros_like(phi), phi)
+    return jnp.where(state.fail, jnp.zeros_like(phi), phi)
 
   def is_fail(self, state, params) -> Array:
     """The absorbing, zero-value fail state."""
     self._check_state(state)
     del params
-    return jax.numpy.asarray(state.fail)
+    return jnp.asarray(state.fail)
 
   def theta(self, params) -> Array:
     """``[H, d]`` zeros: no known reward parameters (the agents regress the reward)."""
     _checks.params_type(params, self.params_type, type(self).__name__)
-    return jax.numpy.zeros((self.horizon, self.feature_dim),
+    return jnp.zeros((self.horizon, self.feature_dim),
                            jax.dtypes.canonicalize_dtype(float))
 
 
@@ -222,12 +223,12 @@ def rollout_return(env: Environment, act_fn, params, key: chex.PRNGKey, episode)
     k = episode_key(key, episode, h)
     a = act_fn(k, h, env.phi_all(s, params), env.is_fail(s, params))
     s2, r, done = env.step(k, s, a, params)
-    ret = ret + jax.numpy.where(alive, r, 0.0)
-    return (s2, jax.numpy.logical_and(alive, jax.numpy.logical_not(done)), ret), None
+    ret = ret + jnp.where(alive, r, 0.0)
+    return (s2, jnp.logical_and(alive, jnp.logical_not(done)), ret), None
 
-  dtype = jax.numpy.result_type(float)
-  init = (s0, jax.numpy.asarray(True), jax.numpy.zeros((), dtype))
-  (_, _, ret), _ = jax.lax.scan(step, init, jax.numpy.arange(H))
+  dtype = jnp.result_type(float)
+  init = (s0, jnp.asarray(True), jnp.zeros((), dtype))
+  (_, _, ret), _ = jax.lax.scan(step, init, jnp.arange(H))
   return ret
 
 
