@@ -187,8 +187,7 @@ class ObservationFeatures:
   def theta(self, params) -> Array:
     """``[H, d]`` zeros: no known reward parameters (the agents regress the reward)."""
     _checks.params_type(params, self.params_type, type(self).__name__)
-    return jnp.zeros((self.horizon, self.feature_dim),
-                           jax.dtypes.canonicalize_dtype(float))
+    return jnp.zeros((self.horizon, self.feature_dim), jax.dtypes.canonicalize_dtype(float))
 
 
 @exact_matmuls

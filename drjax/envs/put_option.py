@@ -133,13 +133,8 @@ class PutOption(Environment):
     a = self.anchors
     prices = np.concatenate([a, a[:-1] + self.spacing / 2, [0.0, a[0] - self.spacing, STRIKE,
                                                              a[-1] + self.spacing]])
-    hats = np.maximum(0.0, 1.0 - np.abs(prices[:, None] - a) / self.spacing)
-    zeros = np.zeros((prices.size, 1))
-    hats = np.concatenate([hats, zeros], 1)
-    pay = np.concatenate([np.zeros_like(hats[:, :-1]), np.maximum(0.0, STRIKE - prices)[:, None]],
-                         1)
-    rows = (hats, pay) if self.variant == "paper" else (pay, hats)  # as phi_all
-    _checks.features(np.stack(rows, 1), "PutOption features", stacklevel=5)
+    rows = self._rows(self._hats(prices, np, prices.dtype), prices, np)
+    _checks.features(rows, "PutOption features", stacklevel=5)
 
   @property
   def num_actions(self) -> int:
@@ -204,19 +199,29 @@ class PutOption(Environment):
     """``[d]`` hat functions ``varphi_i(s) = max(0, 1 - |s - s_i| / Delta)`` (Section 6.2)."""
     _checks.numeric("price", price)
     _checks.finite("price", price)
-    anchors = jnp.asarray(self.anchors, jnp.result_type(price))
-    return jnp.maximum(0.0, 1.0 - jnp.abs(price - anchors) / self.spacing)
+    return self._hats(jnp.asarray(price), jnp, jnp.result_type(price))
+
+  def _hats(self, price, xp, dtype):
+    """``[..., d]`` hat features at ``price [...]`` in ``xp`` (``jax.numpy``; NumPy for the
+    constructor's check), the anchors in ``dtype``."""
+    anchors = xp.asarray(self.anchors, dtype)
+    return xp.maximum(0.0, 1.0 - xp.abs(price[..., None] - anchors) / self.spacing)
+
+  def _rows(self, hats, price, xp):
+    """``[..., 2, d+1]`` the (exercise, hold) rows from the hat features ``hats [..., d]`` at
+    ``price [...]``: the hats with a zero last coordinate, and the payoff in the last coordinate
+    (the paper's order; the notebook's swaps them)."""
+    hats_row = xp.concatenate([hats, xp.zeros(hats.shape[:-1] + (1,), hats.dtype)], -1)
+    pay_row = xp.concatenate([xp.zeros_like(hats), xp.maximum(0.0, STRIKE - price)[..., None]], -1)
+    rows = (hats_row, pay_row) if self.variant == "paper" else (pay_row, hats_row)
+    return xp.stack(rows, -2)
 
   def phi_all(self, state: PutOptionState, params: PutOptionParams) -> Array:
     """``[2, d+1]`` features of (exercise, hold) at ``state``; all zero in the exit state."""
     _checks.instance("state", state, PutOptionState, "a PutOptionState (env.reset / env.step)")
     del params
     price = jnp.asarray(state.price)
-    payoff = jnp.maximum(0.0, STRIKE - price)
-    hats = jnp.concatenate([self.hat_features(price), jnp.zeros((1,), price.dtype)])
-    pay = jnp.concatenate([jnp.zeros((self.num_anchors,), price.dtype), payoff[None]])
-    rows = (hats, pay) if self.variant == "paper" else (pay, hats)  # (exercise, hold)
-    return jnp.where(state.exited, 0.0, jnp.stack(rows))
+    return jnp.where(state.exited, 0.0, self._rows(self.hat_features(price), price, jnp))
 
   def theta(self, params: PutOptionParams) -> Array:
     """``[H, d+1]`` known reward parameters (the same at every step).
