@@ -84,18 +84,19 @@ def one_run(K: int, H: int, d: int, dtype: str) -> dict:
 def chunk(K: int, H: int, d: int, dtype: str, runs: int = 4) -> dict:
   from drjax.sweeps import SweepConfig  # pylint: disable=g-import-not-at-top
   from drjax.sweeps import running  # pylint: disable=g-import-not-at-top
-  from drjax.sweeps.config import make_env, validate  # pylint: disable=g-import-not-at-top
-  from drjax.sweeps.grid import _grid, bytes_per_run, layout  # pylint: disable=g-import-not-at-top
+  from drjax.sweeps.config import resolve  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from drjax.sweeps.grid import _layout, _settings, bytes_per_run
 
-  cfg = validate(SweepConfig(env="put-option", env_args={"num_anchors": d - 1, "horizon": H},
-                             agents=("dr-lsvi-ucb",), seeds=runs, episodes=K, chunk=runs,
-                             test_episodes=100, dtype=dtype))
-  env = make_env(cfg)
-  lay = layout(cfg, env)
-  grids = {"dr-lsvi-ucb": _grid(cfg, env, "dr-lsvi-ucb")}
+  rs = resolve(SweepConfig(env="put-option", env_args={"num_anchors": d - 1, "horizon": H},
+                           agents=("dr-lsvi-ucb",), seeds=runs, episodes=K, chunk=runs,
+                           test_episodes=100, dtype=dtype))
+  cfg, env = rs.config, rs.env
   # pylint: disable=protected-access
+  lay = _layout(rs)
+  grids = {"dr-lsvi-ucb": _settings(rs, "dr-lsvi-ucb")}
   mesh = running._mesh(None)
-  progs = running._compile(cfg, env, lay, grids, list(range(len(lay.chunks))), mesh,
+  progs = running._compile(rs, lay, grids, list(range(len(lay.chunks))), mesh,
                            {"compile_s": {}}, True)
   # pylint: enable=protected-access
   compiled, C = progs[0][0], progs[0][1]

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import decimal
 import fractions
+import hashlib
 import itertools
 import json
 import math
@@ -341,11 +342,18 @@ def data_provenance(config: SweepConfig, env) -> dict | None:
   """``sweep.json``'s ``data`` entry for a sweep with offline agents (else ``None``): the
   behavior's provenance and the dataset sizes (``trajectories``; VA-DRPVI also collects an
   independent pilot of the same size)."""
-  offline = [a for a in config.agents if registry.get(a).kind == "offline"]
+  return _data_provenance(config, env, {a: registry.get(a) for a in config.agents})
+
+
+def _data_provenance(config: SweepConfig, env, specs: dict, behavior=None) -> dict | None:
+  """``data_provenance`` with the agents' specs (and the behavior's provenance) at hand."""
+  offline = [a for a in config.agents if specs[a].kind == "offline"]
   if not offline:
     return None
   pilot = [a for a in offline if getattr(registry.make(a, env), "needs_pilot", False)]
-  return {"behavior": behavior_of(config, env)[1], "trajectories": list(config.trajectories),
+  if behavior is None:
+    behavior = behavior_of(config, env)[1]
+  return {"behavior": behavior, "trajectories": list(config.trajectories),
           "collected_per_seed": max(config.trajectories), "pilot_agents": pilot,
           "seeds": config.seeds}
 
@@ -359,6 +367,22 @@ def policy_file_hashes(config: SweepConfig) -> list:
     return []
   return [policies.file_hash(p) if os.path.isfile(p) else "missing:" + p
           for p in policies._files(b)]  # pylint: disable=protected-access
+
+
+def _canonical(obj) -> str:
+  """The canonical JSON of ``obj`` (sorted keys, no spaces): what the sweep's identity hashes."""
+  return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def _identity_hash(config_dict: dict, env_params: dict, files) -> str:
+  """``storage.config_hash`` of a config's ``to_dict()``, its ``env_params`` and its policy files'
+  hashes (``policy_file_hashes``)."""
+  text = _canonical(config_dict)
+  if any(len(v) > 1 for v in env_params.values()):
+    text += "|settings:source-slowest"
+  if files:
+    text += "|policy-files:" + ",".join(files)
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _source_params(env, config: SweepConfig, values: dict):
@@ -688,10 +712,11 @@ def _resolve_beta_lam(c: SweepConfig, env) -> tuple:
   return shared["beta"], shared["lam"], {a: v for a, v in per.items() if v}
 
 
-def agent_axis(config: SweepConfig, agent: str, name: str) -> tuple:
+def agent_axis(config: SweepConfig, agent: str, name: str, spec=None) -> tuple:
   """The values of ``beta`` / ``lam`` that ``agent``'s settings take (its ``agent_hparams``, else
-  the shared axis; ``(nan,)`` for an agent without the hyperparameter: a baseline)."""
-  if name not in registry.get(agent).hparams:
+  the shared axis; ``(nan,)`` for an agent without the hyperparameter: a baseline). ``spec``: the
+  agent's ``AgentSpec`` when at hand."""
+  if name not in (spec if spec is not None else registry.get(agent)).hparams:
     return (float("nan"),)
   return tuple(config.agent_hparams.get(agent, {}).get(name, getattr(config, name)))
 
@@ -723,7 +748,16 @@ def validate(config: SweepConfig) -> SweepConfig:
   ``SweepError`` (a ``ValueError``) whose message starts with the offending field (``"rho_at:
   ..."``); a string where a tuple is expected (``agents="dr-lsvi-ucb"``) is a
   ``SweepTypeError``, also a ``TypeError``.
+
+  A sweep resolves its configuration once with ``resolve`` (this validation, then the environment,
+  the agents and the grid's sources in one ``ResolvedSweep``).
   """
+  return _validate(config)[0]
+
+
+def _validate(config: SweepConfig) -> tuple:
+  """``validate``'s work: ``(resolved config, environment, (behavior, provenance))``, the
+  environment built once and the behavior parsed once (``resolve`` keeps them)."""
   c = config
   _check_types(c)
   plugins = _load_plugins(c.plugins)
@@ -754,7 +788,7 @@ def validate(config: SweepConfig) -> SweepConfig:
     raise _Error("trajectories", f"must be integers >= 1, got {list(traj)}")
   if len(set(traj)) != len(traj):
     raise _Error("trajectories", f"duplicate value in {list(traj)}")
-  _behavior(c, env)
+  behavior = behavior_of(c, env)
   seed_ids = None
   if c.seed_ids is not None:
     ids = tuple(c.seed_ids) if isinstance(c.seed_ids, (list, tuple)) else (c.seed_ids,)
@@ -870,4 +904,168 @@ def validate(config: SweepConfig) -> SweepConfig:
                  else auto_memory_mb(jax.devices()[0])),
       save_returns=bool(c.save_returns), agent_hparams=agent_hparams, eval_modes=eval_modes,
       tune=tune)
-  return resolved
+  return resolved, env, behavior
+
+
+# ---------------------------------------------------------------------------------------------
+# The configuration resolved once: what the rest of a sweep reads.
+
+
+def reward_option(name: str, env, spec=None) -> str | None:
+  """``"regressed"`` for an agent with a ``reward`` option when ``env.reward_known`` is False (the
+  environment has no known reward parameters: its ``theta`` is not the reward), else ``None``
+  (the agent's default reward source). ``spec``: the agent's ``AgentSpec`` when at hand."""
+  if getattr(env, "reward_known", True):
+    return None
+  if "reward" not in (spec if spec is not None else registry.get(name)).options:
+    return None
+  return "regressed"
+
+
+def _make_agent(name: str, config: SweepConfig, env, spec=None):
+  """The agent of ``name`` with the config's options: ``bonus`` is the bonus (online) or penalty
+  (offline) form, ``clip`` the nominal online agent's clipping, ``tie_break`` for all.
+  ``spec``: the agent's ``AgentSpec`` when at hand (``ResolvedSweep.specs``)."""
+  spec = spec if spec is not None else registry.get(name)
+  opts = {}
+  for option, value in (("bonus", config.bonus), ("penalty", config.bonus),
+                        ("clip", config.clip), ("tie_break", config.tie_break)):
+    if option in spec.options:
+      opts[option] = value
+  if spec.kind == "baseline":
+    return registry.make(name, env)
+  reward = reward_option(name, env, spec)
+  if reward is not None:
+    opts["reward"] = reward
+  if spec.kind == "online":
+    opts["capacity"] = config.episodes
+  # registry factories are lru-cached: equal configurations share compiled chunk programs.
+  return registry.make(name, env, **opts)
+
+
+def _reward_source(name: str, env, spec=None) -> str | None:
+  """The reward source agent ``name``'s sweep runs use (``registry.reward_source`` with its
+  ``reward_option``): ``"theta"``, ``"regressed"`` or ``None`` (a plugin that declares none)."""
+  r = reward_option(name, env, spec)
+  return registry.reward_source(name, **({"reward": r} if r else {}))
+
+
+def _width_name(agent) -> str | None:
+  """The width of an agent's bonus (online) or penalty (offline) as built (``pieces.width_name``;
+  ``None`` for an agent whose config names none)."""
+  from drjax.agents import pieces  # pylint: disable=g-import-not-at-top
+  cfg = getattr(agent, "config", None)
+  w = getattr(cfg, "bonus", getattr(cfg, "penalty", None))
+  return None if w is None else pieces.width_name(w)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ResolvedSweep:
+  """A sweep's configuration resolved once (``resolve``): the one value the rest of a sweep reads.
+
+  ``sweeps.run`` and ``sweeps.merge`` resolve their configuration once; the layout, the settings
+  tables, the chunk programs, the results files, the figure and ``sweep.json`` read this value
+  instead of looking the environment, the agents or the grid up again.
+
+  Attributes:
+    config: the validated ``SweepConfig`` (``validate``'s result, what ``sweep.json`` records).
+    env: the environment, built once (``make_env``).
+    specs: ``{agent: AgentSpec}`` of the config's agents, in their order (the registry's).
+    offline: whether an agent is offline (datasets, the ``trajectories`` column).
+    agents: ``{agent: agent}`` built with the config's options (``bonus``, ``clip``,
+      ``tie_break``, the reward source, the capacity of online agents).
+    behavior: the offline agents' behavior policy (``drjax.policies.parse`` of
+      ``config.behavior``; parsed for every config, as ``validate`` checks it).
+    data: ``sweep.json``'s ``data`` entry (``data_provenance``), or None without offline agents.
+    target_mode: ``target_mode(config)``: how the chunk program builds the targets.
+    targets: ``target_values(config.targets)`` (float64, as typed), or None.
+    axes: ``{agent: {"beta": values, "lam": values}}`` (``agent_axis``; ``(nan,)`` for an agent
+      without the hyperparameter).
+    record_columns: ``record_columns(config)``.
+    source_names: the swept source parameters (``config.env_params``' keys, in order).
+    sources: every combination of their values, the first parameter slowest (``()`` once when
+      none is swept): the source groups of the grid.
+    source_params: the environment's params of each combination.
+    source_columns: every sweepable parameter of the environment (``env_params``): a setting
+      column each.
+    source_defaults: the environment's default source parameters as typed (float64; empty for an
+      environment whose instances are sampled).
+    sampled: whether the source params are sampled from an ``instance`` seed (``sampled``).
+    rewards: ``((agent, reward source), ...)`` (``grid.reward_sources``).
+    widths: ``((agent, width), ...)`` (``grid.agent_widths``).
+    policy_files: the SHA-256 of each policy file the behavior names (``policy_file_hashes``).
+    config_dict: ``config.to_dict()``, what ``sweep.json`` and the results' metadata record.
+    hash: the sweep's identity (``storage.config_hash``), in its chunk files and ``sweep.json``.
+  """
+
+  config: SweepConfig
+  env: object
+  specs: dict
+  offline: bool
+  agents: dict
+  behavior: object
+  data: dict | None
+  target_mode: str
+  targets: np.ndarray | None
+  axes: dict
+  record_columns: tuple
+  source_names: tuple
+  sources: tuple
+  source_params: tuple
+  source_columns: tuple
+  source_defaults: dict
+  sampled: bool
+  rewards: tuple
+  widths: tuple
+  policy_files: tuple
+  config_dict: dict
+  hash: str
+
+  def with_layout(self, config: SweepConfig) -> ResolvedSweep:
+    """This value for ``config``, the same sweep with another chunk layout (``chunk``,
+    ``memory_mb``: ``storage.stored_layout``), nothing else differing."""
+    d = config.to_dict()
+    return dataclasses.replace(self, config=config, config_dict=d,
+                               hash=_identity_hash(d, config.env_params, self.policy_files))
+
+
+def resolve(config: SweepConfig) -> ResolvedSweep:
+  """Validates ``config`` (``validate``) and resolves it once into a ``ResolvedSweep``.
+
+  The environment is built once (by the validation), the agents are looked up and built once,
+  the behavior parsed once and the source parameters' grid computed once. Raises what
+  ``validate`` raises.
+  """
+  c, env, behavior = _validate(config)
+  return _resolved(c, env, behavior)
+
+
+def _resolved(config: SweepConfig, env=None, behavior=None) -> ResolvedSweep:
+  """The ``ResolvedSweep`` of an already validated ``config`` (no checks), with its environment
+  and ``behavior_of`` result when at hand (else built here)."""
+  c = config
+  env = env if env is not None else make_env(c)
+  behavior = behavior if behavior is not None else behavior_of(c, env)
+  specs = {a: registry.get(a) for a in c.agents}
+  agents = {a: _make_agent(a, c, env, s) for a, s in specs.items()}
+  axes = {a: {n: agent_axis(c, a, n, s) for n in ("beta", "lam")} for a, s in specs.items()}
+  names = tuple(c.env_params)
+  sources = tuple(itertools.product(*[c.env_params[n] for n in names]))
+  try:
+    data = _data_provenance(c, env, specs, behavior[1])
+  except (ValueError, TypeError) as e:  # e.g. a policy file removed before a merge
+    data = {"behavior": {"spec": c.behavior, "error": str(e)}}
+  is_sampled = sampled(c.env)
+  files, d = tuple(policy_file_hashes(c)), c.to_dict()
+  return ResolvedSweep(
+      config=c, env=env, specs=specs,
+      offline=any(s.kind == "offline" for s in specs.values()), agents=agents,
+      behavior=behavior[0], data=data,
+      target_mode=target_mode(c), targets=target_values(c.targets) if c.targets else None,
+      axes=axes, record_columns=record_columns(c), source_names=names, sources=sources,
+      source_params=tuple(_source_params(env, c, dict(zip(names, e))) for e in sources),
+      source_columns=tuple(env_params(c.env)),
+      source_defaults=_source_defaults(env) if not is_sampled else {}, sampled=is_sampled,
+      rewards=tuple((a, _reward_source(a, env, s)) for a, s in specs.items()),
+      widths=tuple((a, _width_name(x)) for a, x in agents.items()),
+      policy_files=files, config_dict=d, hash=_identity_hash(d, c.env_params, files))

@@ -17,7 +17,11 @@ def data_size(config: SweepConfig) -> str:
   training episodes for online agents, ``$N$ = 50`` trajectories (each dataset size of the
   axis) for offline ones, both for a mixed sweep; baselines use no data."""
   from drjax.agents import registry  # pylint: disable=g-import-not-at-top
-  kinds = {registry.get(a).kind for a in config.agents}
+  return _data_size(config, {registry.get(a).kind for a in config.agents})
+
+
+def _data_size(config: SweepConfig, kinds: set) -> str:
+  """``data_size`` with the agents' kinds at hand."""
   out = []
   if "online" in kinds:
     out.append(f"$K$ = {config.episodes}")
@@ -48,7 +52,9 @@ def _shown(v) -> bool:
           and not pd.isna(v))
 
 
-def _plot(df, summary, config: SweepConfig, path: str) -> None:
+def _plot(df, summary, config: SweepConfig, path: str, kinds: dict | None = None) -> None:
+  """Draws ``sweep.png``. ``kinds``: ``{agent: kind}`` of the sweep's agents when at hand (a
+  resolved sweep's specs), else looked up in the registry."""
   # The object-oriented API with the Agg canvas: no pyplot state, the user's backend is untouched.
   from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
   from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
@@ -87,7 +93,8 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
     key = key if isinstance(key, tuple) else (key,)
     color, name = colors[key], style.display(str(key[0]))
     # Baselines (uniform random, constant actions) are reference lines: dashed, thin.
-    base = _is_baseline(str(key[0]))
+    base = (_is_baseline(str(key[0])) if kinds is None
+            else kinds.get(str(key[0])) == "baseline")
     mode = str(key[-1]) if policy else "played"
     ls = "--" if base else ("-" if mode == "played" else ":")
     if policy and not base:
@@ -116,7 +123,8 @@ def _plot(df, summary, config: SweepConfig, path: str) -> None:
   ax.set_ylabel(style.Y_LABEL if tcols else style.Y_LABEL_SOURCE)
   nseeds = len(config.seed_ids or range(config.seeds))
   band = "mean, 95% band: 1.96 s.e. over seeds" if nseeds > 1 else "one seed: no band"
-  ax.set_title(f"drjax sweep: {config.env}, {nseeds} seeds, {data_size(config)} ({band})",
+  size = data_size(config) if kinds is None else _data_size(config, set(kinds.values()))
+  ax.set_title(f"drjax sweep: {config.env}, {nseeds} seeds, {size} ({band})",
                fontsize=10)
   if shown <= 12:
     ax.legend(fontsize=7)

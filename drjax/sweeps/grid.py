@@ -13,8 +13,9 @@ import numpy as np
 
 from drjax.agents import registry
 from drjax.envs.base import FiniteEnvironment
-from drjax.sweeps.config import (SweepConfig, _source_defaults, _source_params, agent_axis,
-                                 env_params, make_env, sampled)
+from drjax.sweeps.config import (ResolvedSweep, SweepConfig, _make_agent, _reward_source,
+                                 _resolved, _width_name, make_env,
+                                 reward_option)  # noqa: F401  (re-exported: program, saving)
 
 
 class _Grid(NamedTuple):
@@ -36,44 +37,11 @@ class _Grid(NamedTuple):
   hparams: dict = {}     # name -> [S] values of the agent's ``SweepConfig.hparams`` axes
 
 
-def reward_option(name: str, env) -> str | None:
-  """``"regressed"`` for an agent with a ``reward`` option when ``env.reward_known`` is False (the
-  environment has no known reward parameters: its ``theta`` is not the reward), else ``None``
-  (the agent's default reward source)."""
-  if getattr(env, "reward_known", True) or "reward" not in registry.get(name).options:
-    return None
-  return "regressed"
-
-
 def reward_sources(agents, env) -> tuple:
   """``((agent, source), ...)``: the reward source each agent's runs use, ``"theta"`` (the
   environment's reward parameters) or ``"regressed"`` (``registry.reward_source``; ``None`` for a
   plugin that declares none). Recorded in ``sweep.json`` / the results' metadata (``layout``)."""
-  out = []
-  for a in agents:
-    r = reward_option(a, env)
-    out.append((a, registry.reward_source(a, **({"reward": r} if r else {}))))
-  return tuple(out)
-
-
-def _make_agent(name: str, config: SweepConfig, env):
-  """The agent of ``name`` with the config's options: ``bonus`` is the bonus (online) or penalty
-  (offline) form, ``clip`` the nominal online agent's clipping, ``tie_break`` for all."""
-  spec = registry.get(name)
-  opts = {}
-  for option, value in (("bonus", config.bonus), ("penalty", config.bonus),
-                        ("clip", config.clip), ("tie_break", config.tie_break)):
-    if option in spec.options:
-      opts[option] = value
-  if spec.kind == "baseline":
-    return registry.make(name, env)
-  reward = reward_option(name, env)
-  if reward is not None:
-    opts["reward"] = reward
-  if spec.kind == "online":
-    opts["capacity"] = config.episodes
-  # registry factories are lru-cached: equal configurations share compiled chunk programs.
-  return registry.make(name, env, **opts)
+  return tuple((a, _reward_source(a, env)) for a in agents)
 
 
 def agent_widths(config: SweepConfig, env) -> tuple:
@@ -82,13 +50,7 @@ def agent_widths(config: SweepConfig, env) -> tuple:
   ``"paper"``, ``"notebook"``, ``"ellipsoid"`` or a custom width's ``module.qualname``; ``None``
   for an agent whose config names none). Recorded in ``sweep.json`` (``layout.width``): the
   config's ``bonus`` is the setting, this is what each agent ran."""
-  from drjax.agents import pieces  # pylint: disable=g-import-not-at-top
-  out = []
-  for a in config.agents:
-    cfg = getattr(_make_agent(a, config, env), "config", None)
-    w = getattr(cfg, "bonus", getattr(cfg, "penalty", None))
-    out.append((a, None if w is None else pieces.width_name(w)))
-  return tuple(out)
+  return tuple((a, _width_name(_make_agent(a, config, env))) for a in config.agents)
 
 
 def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
@@ -108,29 +70,33 @@ def _has_offline(config: SweepConfig) -> bool:
   return any(registry.get(a).kind == "offline" for a in config.agents)
 
 
-def _has_reg(config: SweepConfig) -> bool:
-  return any("reg_weight" in registry.get(a).hparams for a in config.agents)
-
-
 def _extra_axes(config: SweepConfig, spec) -> list[str]:
   """The ``hparams`` axes that apply to the agent of ``spec`` (those it declares)."""
   return [n for n in config.hparams if n in spec.hparams]
 
 
 def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
+  """The settings of ``agent_name`` in a validated ``config`` (``_settings`` of its resolved
+  value; a sweep resolves once and calls ``_settings``)."""
+  return _settings(_resolved(config, env), agent_name)
+
+
+def _settings(rs: ResolvedSweep, agent_name: str) -> _Grid:
+  """The settings tables of one agent of a resolved sweep (its axes, the source grid)."""
+  config, env = rs.config, rs.env
   H, d = env.horizon, env.feature_dim
-  spec = registry.get(agent_name)
+  spec = rs.specs[agent_name]
   extra = _extra_axes(config, spec)
   rho_ids = list(range(len(config.rho))) if spec.robust else [-1]
   sizes = list(config.trajectories) if spec.kind == "offline" else [0]
   regs = list(config.reg_weight) if "reg_weight" in spec.hparams else [np.nan]
-  names = list(config.env_params)
+  names = list(rs.source_names)
   # Source parameters vary slowest: the runs of one source instance are contiguous, so a chunk
   # never mixes instances (the chunk program builds the instance's model once, unbatched).
-  envs = list(itertools.product(*[config.env_params[n] for n in names]))
+  envs = list(rs.sources)
   # Each row: (size, rho index, reg weight, beta, lambda, *extra axes, *source params).
   axes = [config.hparams[n] for n in extra]
-  betas, lams = agent_axis(config, agent_name, "beta"), agent_axis(config, agent_name, "lam")
+  betas, lams = rs.axes[agent_name]["beta"], rs.axes[agent_name]["lam"]
   rows = [(*rest, *e) for e in envs
           for rest in itertools.product(sizes, rho_ids, regs, betas, lams, *axes)]
   ne = len(extra)
@@ -138,22 +104,22 @@ def _grid(config: SweepConfig, env, agent_name: str) -> _Grid:
   cols = {"rho_index": np.array([r[1] for r in rows], np.int64),
           "rho": np.array([float(config.rho[r[1]]) if (r[1] >= 0 and scalar_rho) else np.nan
                            for r in rows], np.float64)}
-  if _has_reg(config):
+  if any("reg_weight" in s.hparams for s in rs.specs.values()):
     cols["reg_weight"] = np.array([r[2] for r in rows], np.float64)
   cols["beta"] = np.array([r[3] for r in rows], np.float64)
   cols["lam"] = np.array([r[4] for r in rows], np.float64)
   for name in config.hparams:  # a column per axis; NaN for agents that do not declare it
     k = extra.index(name) if name in extra else None
     cols[name] = np.array([r[5 + k] if k is not None else np.nan for r in rows], np.float64)
-  if _has_offline(config):
+  if rs.offline:
     cols["trajectories"] = np.array([r[0] if r[0] else np.nan for r in rows], np.float64)
-  params = [_source_params(env, config, dict(zip(names, e))) for e in envs]
+  params = rs.source_params
   # Setting columns hold the values as typed (float64), not the params the computation uses
   # (rounded to its dtype): the swept values, else the environment's defaults.
-  defaults = _source_defaults(env) if not sampled(config.env) else {}
-  for field in env_params(config.env):
+  defaults = rs.source_defaults
+  for field in rs.source_columns:
     vals = [dict(zip(names, r[5 + ne:])).get(field, defaults.get(field, 0)) for r in rows]
-    cols[field] = np.array(vals, np.int64 if sampled(config.env) else np.float64)
+    cols[field] = np.array(vals, np.int64 if rs.sampled else np.float64)
   rho = np.stack([_rho_array(config, H, d, config.rho[r[1]]) if r[1] >= 0 else np.zeros((H, d))
                   for r in rows])
   reg = np.stack([np.full((H, d), 1.0 if np.isnan(r[2]) else r[2]) for r in rows])
@@ -238,11 +204,16 @@ def bytes_per_run(config: SweepConfig, env) -> int:
   0.30 MiB at K = 100, H = 10, d = 21 (estimate 1.08 MiB; ``benchmarks/buffer_scaling.py``,
   docs/engine.md).
   """
+  return _bytes_per_run(config, env, _has_offline(config))
+
+
+def _bytes_per_run(config: SweepConfig, env, offline: bool) -> int:
+  """``bytes_per_run``, whether an agent is offline given."""
   H, d, A, K = env.horizon, env.feature_dim, env.num_actions, config.episodes
   item = 8 if config.dtype == "float64" else 4
   buffers = H * K * (A * d + d + 3)
   matrices = 2 * H * d * d  # gram and Lambda^-1 (the Sherman-Morrison state, the plan's inverse)
-  if _has_offline(config):  # dataset + pilot + the alpha maximization's sorted prefix sums
+  if offline:  # dataset + pilot + the alpha maximization's sorted prefix sums
     buffers = max(buffers, H * max(config.trajectories) * (A * d + 3 * d + 8) * 2)
   T = config.targets[3] if config.targets else 1
   if isinstance(env, FiniteEnvironment):
@@ -263,12 +234,17 @@ GROUP_MIN_RUNS = 128
 
 def layout(config: SweepConfig, env=None) -> Layout:
   """The chunk layout of a validated config (a function of the config only)."""
-  env = env or make_env(config)
+  return _layout(_resolved(config, env or make_env(config)))
+
+
+def _layout(rs: ResolvedSweep) -> Layout:
+  """``layout`` of a resolved sweep."""
+  config, env = rs.config, rs.env
   nsettings = []
   groups = math.prod(len(v) for v in config.env_params.values())
   for a in config.agents:
-    n = len(agent_axis(config, a, "beta")) * len(agent_axis(config, a, "lam")) * groups
-    spec = registry.get(a)
+    n = len(rs.axes[a]["beta"]) * len(rs.axes[a]["lam"]) * groups
+    spec = rs.specs[a]
     n *= len(config.trajectories) if spec.kind == "offline" else 1
     n *= len(config.reg_weight) if "reg_weight" in spec.hparams else 1
     n *= math.prod(len(config.hparams[x]) for x in _extra_axes(config, spec))
@@ -281,7 +257,8 @@ def layout(config: SweepConfig, env=None) -> Layout:
   if config.chunk is not None:
     chunk = config.chunk  # the compiled shape, even for fewer runs (one program per chunk size)
   else:
-    chunk = min(max(1, int(config.memory_mb * 2**20 // bytes_per_run(config, env))), max_runs)
+    chunk = min(max(1, int(config.memory_mb * 2**20 // _bytes_per_run(config, env, rs.offline))),
+                max_runs)
   chunks = []
   for k, (_, s) in enumerate(nsettings):
     spans = groups if grouped[k] else 1  # grouped: chunks cut at source-group boundaries
@@ -291,4 +268,4 @@ def layout(config: SweepConfig, env=None) -> Layout:
       for first in range(g * per_span, end, chunk):
         chunks.append((k, first, min(chunk, end - first)))
   return Layout(chunk, tuple(nsettings), tuple(seed_ids), tuple(chunks), groups, grouped,
-                reward_sources(config.agents, env), agent_widths(config, env))
+                rs.rewards, rs.widths)

@@ -18,17 +18,16 @@ import numpy as np
 from drjax._opt_level import compiler_options, opt_level_for
 from drjax.envs.base import FiniteEnvironment
 from drjax.sweeps import storage
-from drjax.sweeps.config import (SweepConfig, _behavior, _is_int, make_env, target_mode,
-                                 target_values, validate)
+from drjax.sweeps.config import SweepConfig, _is_int, resolve
 from drjax.sweeps.errors import SweepInterrupted, _Error
 from drjax.sweeps.figure import _plot
-from drjax.sweeps.grid import _grid, layout
+from drjax.sweeps.grid import _layout, _settings
 from drjax.sweeps.pipeline import _Pipeline
-from drjax.sweeps.program import _check_features, _make_agent, _program
-from drjax.sweeps.storage import (CHUNK_DIR, RESULTS, _atomic_write, _chunk_path, _chunks_done,
-                                  _clear, _kept_meta, _meta, _read_arrays, _read_chunk, _read_json,
-                                  _results_meta, _write_meta, check_code, check_out_dir,
-                                  config_hash, load_config, stored_layout)
+from drjax.sweeps.program import _check_features, _program
+from drjax.sweeps.storage import (CHUNK_DIR, RESULTS, _atomic_write, _check_out_dir, _chunk_path,
+                                  _chunks_done, _clear, _kept_meta, _meta, _read_arrays,
+                                  _read_chunk, _read_json, _results_meta, _stored_layout,
+                                  _write_meta, check_code, load_config)
 from drjax.sweeps.tables import _Tables
 
 
@@ -171,9 +170,13 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
   Raises:
     SweepError: bad input (a ``ValueError``; ``SweepTypeError`` for a wrong type).
     SweepInterrupted: Ctrl-C.
+
+  The configuration is resolved once (``config.resolve``: validated, its environment built, its
+  agents and grid looked up) into the ``ResolvedSweep`` that everything below reads.
   """
   t_start = time.perf_counter()
-  config = validate(config)
+  rs = resolve(config)
+  config = rs.config
   if part is not None:
     if out is None:
       raise _Error("part", "needs an output directory (out)")
@@ -189,23 +192,23 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
   mesh = _mesh(devices)
   resuming = False
   if out is not None:
-    stored = stored_layout(out, config)
+    stored = _stored_layout(out, config, rs.config_dict)
     if stored is not config and not overwrite:
+      rs = rs.with_layout(stored)
       config = stored
       _log(quiet, f"resuming {out} with its stored layout (chunk {config.chunk}, memory_mb "
                   f"{config.memory_mb:g})")
-    resuming = check_out_dir(out, config, overwrite=overwrite,
-                             allow_code_change=allow_code_change)
-  env = make_env(config)
-  lay = layout(config, env)
-  chash = config_hash(config)
+    resuming = _check_out_dir(out, config, rs, overwrite=overwrite,
+                              allow_code_change=allow_code_change)
+  lay = _layout(rs)
+  chash = rs.hash
   todo = list(range(len(lay.chunks))) if part is None else lay.part(*part)
   done: set = set()
   if out is not None and not overwrite:
     # Before anything is written: a damaged chunk file is an error naming it (nothing lost).
     done = _chunks_done(out, lay, chash, todo)
   try:
-    return _run(config, env, lay, chash, todo, done, out=out, mesh=mesh, part=part,
+    return _run(rs, lay, chash, todo, done, out=out, mesh=mesh, part=part,
                 overwrite=overwrite, resuming=resuming, quiet=quiet, command=command,
                 t_start=t_start, csv=bool(csv))
   except KeyboardInterrupt:
@@ -215,19 +218,20 @@ def run(config: SweepConfig, *, out: str | None = None, devices: int | None = No
     raise SweepInterrupted(out, saved, len(lay.chunks), part) from None
 
 
-def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, resuming, quiet,
+def _run(rs, lay, chash, todo, done, *, out, mesh, part, overwrite, resuming, quiet,
          command, t_start, csv):
+  config, env = rs.config, rs.env
   ndev = mesh.devices.size
   writer = jax.process_index() == 0
   # Host-side feature checks (negative features raise) once per source instance.
-  grids = {a: _grid(config, env, a) for a, _ in lay.agents}
+  grids = {a: _settings(rs, a) for a, _ in lay.agents}
   _check_features(env, jax.tree_util.tree_map(lambda x: x[0], grids[lay.agents[0][0]].params))
   if out is not None and writer:
     if overwrite:
       _clear(out)
     os.makedirs(os.path.join(out, CHUNK_DIR), exist_ok=True)
     if not resuming:
-      _write_meta(out, config, lay, mesh, command, status="running", timings={})
+      _write_meta(out, rs, lay, mesh, command, status="running", timings={})
   if jax.process_count() > 1:
     # Every process must run the same chunks (collectives): process 0's view of the finished
     # chunks decides (other hosts may not share its filesystem).
@@ -251,8 +255,8 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
 
   def open_sink():
     _warm_imports(csv)
-    sink["tables"] = _Tables(config, lay, grids, out=out, csv=csv,
-                             meta=_results_meta(config, lay) if out is not None else None)
+    sink["tables"] = _Tables(rs, lay, grids, out=out, csv=csv,
+                             meta=_results_meta(rs, lay) if out is not None else None)
 
   def advance():
     """Feeds the tables every chunk available in order (computed, or finished before)."""
@@ -280,7 +284,7 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
     if stream:
       pipe.put(open_sink)
       pipe.put(advance)  # chunks finished before, while the programs compile
-    programs = _compile(config, env, lay, grids, pending, mesh, timings, quiet)
+    programs = _compile(rs, lay, grids, pending, mesh, timings, quiet)
 
     def launch(j):
       compiled, C, runs_sh, rep_sh, key, tables = programs[lay.chunks[j][0]]
@@ -336,17 +340,17 @@ def _run(config, env, lay, chash, todo, done, *, out, mesh, part, overwrite, res
   if stream:
     tables = sink["tables"]
     if tables.next == len(lay.chunks):
-      return _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start)
+      return _finish(rs, lay, tables, out, mesh, command, timings, quiet, t_start)
     tables.abort()  # cannot happen for a whole sweep (every chunk is done or computed)
   timings["total_s"] = round(time.perf_counter() - t_start, 3)
   if out is None or not writer:  # a non-writing process of a multi-process sweep
-    return SweepResult(None, None, {}, _meta(config, lay, mesh, command, status="worker",
+    return SweepResult(None, None, {}, _meta(rs, lay, mesh, command, status="worker",
                                              timings=timings))
   # A part: the sweep is complete if the other parts have finished meanwhile.
   rest = [j for j in range(len(lay.chunks)) if j not in set(todo)]
   if len(_chunks_done(out, lay, chash, rest)) == len(rest):
-    return _assemble(config, lay, grids, out, mesh, command, timings, quiet, t_start, csv=False)
-  info = _meta(config, lay, mesh, command, status=f"part {part[0]}/{part[1]} done",
+    return _assemble(rs, lay, grids, out, mesh, command, timings, quiet, t_start, csv=False)
+  info = _meta(rs, lay, mesh, command, status=f"part {part[0]}/{part[1]} done",
                timings=timings)
   _log(quiet, f"part {part[0]}/{part[1]} done; run `drjax sweep --merge --out {out}` when "
               "every part has finished")
@@ -405,16 +409,17 @@ def _opt_level(config, env, agent, runs: int) -> int | None:
   return opt_level_for("auto", work, small)
 
 
-def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
+def _compile(rs, lay, grids, pending, mesh, timings, quiet) -> dict:
   """One compiled chunk program per agent with pending chunks (all its chunks share one shape)."""
+  config, env = rs.config, rs.env
   ndev = mesh.devices.size
   base_key = _host_key(config.seed)
-  targets = target_values(config.targets) if config.targets else np.zeros((1,))
+  targets = rs.targets if rs.targets is not None else np.zeros((1,))
   dtype = jnp.dtype(config.dtype)
   programs = {}
   for k in sorted({lay.chunks[j][0] for j in pending}):
     agent_name = lay.agents[k][0]
-    agent = _make_agent(agent_name, config, env)
+    agent = rs.agents[agent_name]
     grid = grids[agent_name]
     span = lay.group_runs(k) if lay.grouped[k] else lay.runs(k)
     C = lay.chunk if config.chunk is not None else min(lay.chunk, span)
@@ -424,9 +429,9 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
     C = max(-(-C // ndev), 2) * ndev
     offline = agent.kind == "offline"
     prog, runs_sh, rep_sh = _program(env, agent, config.episodes,
-                                     target_mode(config),
+                                     rs.target_mode,
                                      config.test_episodes, config.save_returns, mesh, C,
-                                     _behavior(config, env) if offline else None,
+                                     rs.behavior if offline else None,
                                      max(config.trajectories) if offline else 0,
                                      0 if lay.grouped[k] else lay.agents[k][1] // lay.groups,
                                      tuple(config.record), tuple(config.record_at or ()),
@@ -459,10 +464,10 @@ def _compile(config, env, lay, grids, pending, mesh, timings, quiet) -> dict:
   return programs
 
 
-def _assemble(config, lay, grids, out, mesh, command, timings, quiet, t_start, *, csv):
+def _assemble(rs, lay, grids, out, mesh, command, timings, quiet, t_start, *, csv):
   """The final files from the chunk files on disk, streamed in layout order (parts, merge)."""
-  chash = config_hash(config)
-  tables = _Tables(config, lay, grids, out=out, csv=csv, meta=_results_meta(config, lay))
+  chash = rs.hash
+  tables = _Tables(rs, lay, grids, out=out, csv=csv, meta=_results_meta(rs, lay))
   try:
     for j in range(len(lay.chunks)):
       r = _read_chunk(_chunk_path(out, j), chash, *lay.chunk_runs(j))
@@ -472,13 +477,14 @@ def _assemble(config, lay, grids, out, mesh, command, timings, quiet, t_start, *
   except BaseException:
     tables.abort()
     raise
-  return _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start)
+  return _finish(rs, lay, tables, out, mesh, command, timings, quiet, t_start)
 
 
-def _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start):
+def _finish(rs, lay, tables, out, mesh, command, timings, quiet, t_start):
   """Closes the streamed tables; writes summary.csv, sweep.png and sweep.json (complete)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
 
+  config = rs.config
   t0 = time.perf_counter()
   try:
     tables.close()
@@ -489,13 +495,13 @@ def _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start):
   tuning = tuned = None
   if config.tune:  # the source-only tuning protocol (drjax.sweeps.tuning)
     from drjax.sweeps import tuning as tuning_lib  # pylint: disable=g-import-not-at-top
-    tuning, tuned = tuning_lib.record(config, summary)
+    tuning, tuned = tuning_lib.record(config, summary, resolved=rs)
   if out is None:
     df = tables.frame()
     arrays = {k: np.concatenate(v) for k, v in tables.arrays.items()}
     timings["finish_s"] = round(time.perf_counter() - t0, 3)
     timings["total_s"] = round(time.perf_counter() - t_start, 3)
-    info = _meta(config, lay, mesh, command, status="complete", timings=timings)
+    info = _meta(rs, lay, mesh, command, status="complete", timings=timings)
     if tuning is not None:
       info["tuning"] = tuning
     res = SweepResult(df, summary, arrays, info)
@@ -505,11 +511,12 @@ def _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start):
   if tuned is not None:
     _atomic_write(os.path.join(out, "tuned.csv"), tuned.to_csv(index=False).encode())
   # The figure needs the table's columns only (setting_columns), not its rows.
-  _plot(pd.DataFrame(columns=tables.names), summary, config, os.path.join(out, "sweep.png"))
+  _plot(pd.DataFrame(columns=tables.names), summary, config, os.path.join(out, "sweep.png"),
+        kinds={a: s.kind for a, s in rs.specs.items()})
   timings["finish_s"] = round(time.perf_counter() - t0, 3)
   timings["total_s"] = round(time.perf_counter() - t_start, 3)
   timings["chunk_seconds_total"] = round(tables.chunk_seconds, 3)
-  info = {**_meta(config, lay, mesh, command, status="complete", timings=timings),
+  info = {**_meta(rs, lay, mesh, command, status="complete", timings=timings),
           **_kept_meta(out)}
   if tuning is not None:
     info["tuning"] = tuning
@@ -517,7 +524,7 @@ def _finish(config, lay, tables, out, mesh, command, timings, quiet, t_start):
                      if os.path.exists(os.path.join(out, f))]
   _atomic_write(os.path.join(out, "sweep.json"), (json.dumps(info, indent=2) + "\n").encode())
   _log(quiet, f"wrote {out}/ ({tables.rows} rows)")
-  chash = config_hash(config)
+  chash = rs.hash
   res = SweepResult(None, summary, None, info, out=out,
                     loader=functools.partial(_read_arrays, out, lay, chash))
   res.tuned = tuned
@@ -540,11 +547,10 @@ def merge(out: str, *, quiet: bool = True, command: Sequence[str] | None = None,
   meta_path = os.path.join(out, "sweep.json")
   if not os.path.isfile(meta_path):
     raise _Error("out", f"{out!r} holds no sweep.json to merge")
-  config = validate(load_config(meta_path))
-  check_code(out, config, allow_code_change=allow_code_change)
-  env = make_env(config)
-  lay = layout(config, env)
-  chash = config_hash(config)
+  rs = resolve(load_config(meta_path))
+  check_code(out, rs.config, allow_code_change=allow_code_change)
+  lay = _layout(rs)
+  chash = rs.hash
   done = _chunks_done(out, lay, chash, range(len(lay.chunks)))
   missing = [j for j in range(len(lay.chunks)) if j not in done]
   if missing:
@@ -552,9 +558,9 @@ def merge(out: str, *, quiet: bool = True, command: Sequence[str] | None = None,
                         f"(first missing: chunk {missing[0]}); run the remaining parts first")
   mesh = _mesh(None)
   prev = _read_json(meta_path).get("timings", {})
-  grids = {a: _grid(config, env, a) for a, _ in lay.agents}
+  grids = {a: _settings(rs, a) for a, _ in lay.agents}
   try:
-    return _assemble(config, lay, grids, out, mesh, command, {"merged": True, **prev}, quiet,
+    return _assemble(rs, lay, grids, out, mesh, command, {"merged": True, **prev}, quiet,
                      t_start, csv=bool(csv))
   except KeyboardInterrupt:
     raise SweepInterrupted(out, len(lay.chunks), len(lay.chunks)) from None

@@ -15,10 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import policies
-from drjax.agents import registry
 from drjax.sweeps import config as sconf, program
 from drjax.sweeps.errors import _Error
-from drjax.sweeps.grid import _grid, reward_option
+from drjax.sweeps.grid import _settings, reward_option
 
 
 def save_policies(config, path: str | os.PathLike, *, agent: str | None = None) -> dict:
@@ -32,7 +31,8 @@ def save_policies(config, path: str | os.PathLike, *, agent: str | None = None) 
   agent: a ``SweepError`` naming the field otherwise. Returns the file's metadata.
   """
   policies._check_path(path)  # pylint: disable=protected-access
-  cfg = sconf.validate(config)
+  rs = sconf.resolve(config)  # validated, the environment and the agents resolved once
+  cfg = rs.config
   names = tuple(cfg.agents)
   if agent is None:
     if len(names) != 1:
@@ -41,14 +41,14 @@ def save_policies(config, path: str | os.PathLike, *, agent: str | None = None) 
     agent = names[0]
   if agent not in names:
     raise _Error("agents", f"{agent!r} is not one of the sweep's agents ({', '.join(names)})")
-  env = sconf.make_env(cfg)
-  grid = _grid(cfg, env, agent)
+  env = rs.env
+  grid = _settings(rs, agent)
   if np.shape(grid.beta)[0] != 1:
     raise _Error("rho", f"--save-policies needs one setting for {agent} (one value of rho, "
                         f"beta, lam, the source parameters and the sizes), got "
                         f"{np.shape(grid.beta)[0]}")
-  spec = registry.get(agent)
-  ag = program._make_agent(agent, cfg, env)  # pylint: disable=protected-access
+  spec = rs.specs[agent]
+  ag = rs.agents[agent]
   dtype = jnp.dtype(cfg.dtype)
   tables = {"rho": jnp.asarray(grid.rho, dtype), "beta": jnp.asarray(grid.beta, dtype),
             "lam": jnp.asarray(grid.lam, dtype),
@@ -67,12 +67,11 @@ def save_policies(config, path: str | os.PathLike, *, agent: str | None = None) 
     raise _Error("agents", f"{agent!r} ({spec.kind}) learns no policy")
   qf = policies.learn(env, ag, hp, params, keys, episodes=None if offline else cfg.episodes,
                       trajectories=max(cfg.trajectories) if offline else None,
-                      # pylint: disable-next=protected-access
-                      behavior=sconf._behavior(cfg, env) if offline else None)
+                      behavior=rs.behavior if offline else None)
   hp_meta = {f: np.asarray(x).tolist() for f, x in hp._asdict().items()}
   options = {k: v for k, v in (("bonus", cfg.bonus), ("penalty", cfg.bonus), ("clip", cfg.clip),
                                ("tie_break", cfg.tie_break)) if k in spec.options}
-  reward = reward_option(agent, env)
+  reward = reward_option(agent, env, spec)
   if reward is not None:
     options["reward"] = reward
   metadata = {"created_by": "drjax sweep --save-policies", "sweep_config": cfg.to_dict(),

@@ -7,7 +7,6 @@ and its runs, so a rerun skips finished chunks and refuses damaged or foreign on
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import json
 import os
@@ -18,8 +17,8 @@ import jax
 import numpy as np
 
 from drjax import _io
-from drjax.sweeps.config import SweepConfig, _is_int, data_provenance, make_env, \
-    policy_file_hashes
+from drjax.sweeps.config import (ResolvedSweep, SweepConfig, _identity_hash, _is_int,
+                                 policy_file_hashes)
 from drjax.sweeps.errors import SweepError, _Error
 from drjax.sweeps.grid import Layout
 
@@ -46,13 +45,9 @@ def config_hash(config: SweepConfig) -> str:
   directory written before, whose chunk files number the settings the other way, is told apart
   (refused with a clear message by ``check_out_dir``, never resumed with mislabelled rows).
   """
-  text = _canonical(config.to_dict())
-  if any(len(v) > 1 for v in config.env_params.values()):
-    text += "|settings:source-slowest"
-  files = policy_file_hashes(config)  # a behavior around a saved policy: its file's content
-  if files:
-    text += "|policy-files:" + ",".join(files)
-  return hashlib.sha256(text.encode()).hexdigest()[:16]
+  # A behavior around a saved policy: its file's content (policy_file_hashes). A sweep's
+  # resolved value holds its hash (ResolvedSweep.hash, the same function).
+  return _identity_hash(config.to_dict(), config.env_params, policy_file_hashes(config))
 
 
 def code_identity(config: SweepConfig) -> dict:
@@ -107,14 +102,10 @@ def check_code(out: str, config: SweepConfig, *, allow_code_change: bool = False
   _atomic_write(path, (json.dumps(meta, indent=2) + "\n").encode())
 
 
-def _data_meta(config: SweepConfig) -> dict:
-  """``{"data": ...}``: the offline datasets' provenance (``config.data_provenance``), or ``{}``
-  for a sweep without offline agents."""
-  try:
-    prov = data_provenance(config, make_env(config))
-  except (ValueError, TypeError) as e:  # e.g. a policy file removed before a merge
-    return {"data": {"behavior": {"spec": config.behavior, "error": str(e)}}}
-  return {} if prov is None else {"data": prov}
+def _data_meta(rs: ResolvedSweep) -> dict:
+  """``{"data": ...}``: the offline datasets' provenance (``ResolvedSweep.data``), or ``{}`` for a
+  sweep without offline agents."""
+  return {} if rs.data is None else {"data": rs.data}
 
 
 def _canonical(obj) -> str:
@@ -182,12 +173,17 @@ def stored_layout(out: str, config: SweepConfig) -> SweepConfig:
   in every field but the layout (``chunk``, ``memory_mb``) resumes with the stored layout rather
   than being refused as a different sweep. Otherwise ``config`` is returned unchanged.
   """
+  return _stored_layout(out, config, None)
+
+
+def _stored_layout(out: str, config: SweepConfig, mine: dict | None) -> SweepConfig:
+  """``stored_layout`` with ``config.to_dict()`` at hand (``mine``; None: computed here)."""
   if config.chunk is not None:
     return config
   other = _stored_config(out)
   if other is None:
     return config
-  mine = config.to_dict()
+  mine = config.to_dict() if mine is None else mine
   if any(other.get(k) != mine.get(k) for k in set(mine) | set(other) if k not in LAYOUT_FIELDS):
     return config
   chunk, memory_mb = other.get("chunk"), other.get("memory_mb")
@@ -206,6 +202,15 @@ def check_out_dir(out: str, config: SweepConfig, *, overwrite: bool = False,
   Returns True when ``out`` already holds this very sweep (it will be resumed); False for a new
   directory, or with ``overwrite`` (the sweep held there will be deleted and started over).
   """
+  return _check_out_dir(out, config, None, overwrite=overwrite,
+                        allow_code_change=allow_code_change)
+
+
+def _check_out_dir(out: str, config: SweepConfig, rs: ResolvedSweep | None, *,
+                   overwrite: bool = False, allow_code_change: bool = False) -> bool:
+  """``check_out_dir``, reading ``config``'s dict and hash from its resolved value ``rs`` when
+  given (None: computed here)."""
+  mine = config.to_dict() if rs is None else rs.config_dict
   if os.path.exists(out) and not os.path.isdir(out):
     raise _Error("out", f"{out!r} exists and is not a directory")
   meta_path = os.path.join(out, "sweep.json")
@@ -213,12 +218,12 @@ def check_out_dir(out: str, config: SweepConfig, *, overwrite: bool = False,
     if overwrite:
       return False
     other = _stored_config(out)
-    if other == config.to_dict():
+    if other == mine:
       try:
         stored_hash = _read_json(meta_path).get("config_hash")
       except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         stored_hash = None
-      if stored_hash not in (None, config_hash(config)):
+      if stored_hash not in (None, config_hash(config) if rs is None else rs.hash):
         raise _Error("out", f"{out!r} holds this sweep written by an earlier drjax, whose "
                             "settings were ordered differently (source parameters now vary "
                             "slowest); its chunks cannot be resumed: use --overwrite "
@@ -227,8 +232,7 @@ def check_out_dir(out: str, config: SweepConfig, *, overwrite: bool = False,
       return True
     diff = []
     if isinstance(other, dict):
-      diff = sorted(k for k in set(other) | set(config.to_dict())
-                    if other.get(k) != config.to_dict().get(k))
+      diff = sorted(k for k in set(other) | set(mine) if other.get(k) != mine.get(k))
     raise _Error("out", f"{out!r} holds a different sweep (differs in: "
                         f"{', '.join(diff) or 'unreadable sweep.json'}); use --overwrite "
                         "(overwrite=True) to replace it or another directory")
@@ -294,10 +298,10 @@ def _damaged(path: str, why: str) -> SweepError:
 # Tables.
 
 
-def _results_meta(config: SweepConfig, lay: Layout) -> dict:
+def _results_meta(rs: ResolvedSweep, lay: Layout) -> dict:
   """What ``results.parquet`` carries in its schema metadata (key ``drjax.sweep``)."""
-  return {"format": FORMAT, "config": config.to_dict(), "config_hash": config_hash(config),
-          "provenance": provenance(), "layout": lay.describe(), **_data_meta(config)}
+  return {"format": FORMAT, "config": rs.config_dict, "config_hash": rs.hash,
+          "provenance": provenance(), "layout": lay.describe(), **_data_meta(rs)}
 
 
 def _read_arrays(out: str, lay: Layout, chash: str) -> dict:
@@ -321,16 +325,16 @@ def _chunks_done(out: str, lay: Layout, chash: str, chunks) -> set:
           is not None}
 
 
-def _meta(config, lay, mesh, command, *, status, timings) -> dict:
+def _meta(rs: ResolvedSweep, lay, mesh, command, *, status, timings) -> dict:
   devs = list(mesh.devices.flat)
-  return {"format": FORMAT, "status": status, "config": config.to_dict(),
-          "config_hash": config_hash(config), "code": code_identity(config),
+  return {"format": FORMAT, "status": status, "config": rs.config_dict,
+          "config_hash": rs.hash, "code": code_identity(rs.config),
           "command": list(command) if command is not None else None,
           "provenance": provenance(),
           "devices": {"count": len(devs), "kinds": sorted({d.device_kind for d in devs}),
                       "platform": devs[0].platform, "process_count": jax.process_count(),
                       "xla_flags": os.environ.get("XLA_FLAGS", "")},
-          "layout": lay.describe(), "timings": dict(timings), **_data_meta(config)}
+          "layout": lay.describe(), "timings": dict(timings), **_data_meta(rs)}
 
 
 def _kept_meta(out: str) -> dict:
@@ -343,8 +347,8 @@ def _kept_meta(out: str) -> dict:
   return {"code_changes": changes} if changes else {}
 
 
-def _write_meta(out, config, lay, mesh, command, *, status, timings) -> None:
-  info = {**_meta(config, lay, mesh, command, status=status, timings=timings), **_kept_meta(out)}
+def _write_meta(out, rs, lay, mesh, command, *, status, timings) -> None:
+  info = {**_meta(rs, lay, mesh, command, status=status, timings=timings), **_kept_meta(out)}
   _atomic_write(os.path.join(out, "sweep.json"), (json.dumps(info, indent=2) + "\n").encode())
 
 

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from drjax import _io
-from drjax.sweeps.config import SweepConfig, record_columns, target_values
+from drjax.sweeps.config import ResolvedSweep, SweepConfig
 from drjax.sweeps.grid import Layout
 from drjax.sweeps.storage import _canonical, _temp_path
 
@@ -67,8 +67,13 @@ def policy_modes(config: SweepConfig, agent: str) -> tuple:
   """The policies evaluated for ``agent``'s runs (the ``policy`` column's values): the
   config's ``eval_modes`` for an online agent, ``("played",)`` for the others (one policy)."""
   from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  return _policy_modes(config, registry.get(agent).kind)
+
+
+def _policy_modes(config: SweepConfig, kind: str) -> tuple:
+  """``policy_modes`` of an agent of ``kind``."""
   modes = tuple(config.eval_modes or ("played",))
-  return modes if registry.get(agent).kind == "online" else ("played",)
+  return modes if kind == "online" else ("played",)
 
 
 def has_policy_column(config: SweepConfig) -> bool:
@@ -142,20 +147,20 @@ class _Tables:
   temporary files onto their names (atomic) and returns the summary; ``abort()`` deletes them.
   """
 
-  def __init__(self, config: SweepConfig, lay: Layout, grids: dict, *, out: str | None = None,
+  def __init__(self, rs: ResolvedSweep, lay: Layout, grids: dict, *, out: str | None = None,
                csv: bool = False, meta: dict | None = None):
     import pyarrow as pa  # pylint: disable=g-import-not-at-top
 
+    config = rs.config
     self.pa = pa
     self.config, self.lay, self.out = config, lay, out
     self.T = config.targets[3] if config.targets else 1
-    self.target = (f"target_{config.targets[0]}", target_values(config.targets)) \
-        if config.targets else None
+    self.target = (f"target_{config.targets[0]}", rs.targets) if config.targets else None
     self.columns = [grids[a].columns for a, _ in lay.agents]
     self.dictionary = pa.array(list(config.agents), pa.string())
     # Policies (SweepConfig.eval_modes): per agent, the modes of its rows (run, policy, target).
     self.policy = has_policy_column(config)
-    self.modes = [policy_modes(config, a) for a, _ in lay.agents]
+    self.modes = [_policy_modes(config, rs.specs[a].kind) for a, _ in lay.agents]
     self.all_modes = list(config.eval_modes or ("played",))
     self.mode_dictionary = pa.array(self.all_modes, pa.string())
     self.source = has_source_column(config)
@@ -179,7 +184,7 @@ class _Tables:
                                                          "value_stderr")]
     if self.source:
       fields.append((SOURCE_STAT, pa.from_numpy_dtype(dtype)))
-    self.record = record_columns(config)  # per-run study columns (SweepConfig.record)
+    self.record = rs.record_columns  # per-run study columns (SweepConfig.record)
     fields += [(c, pa.int64() if c.split("@")[0] in ("switches", "dual_calls")
                 else pa.from_numpy_dtype(dtype)) for c in self.record]
     self.schema = pa.schema(fields, metadata=(

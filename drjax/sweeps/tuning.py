@@ -100,14 +100,20 @@ def _plain(v):
   return None if isinstance(v, float) and v != v else v
 
 
-def record(config, summary) -> tuple:
+def record(config, summary, *, resolved=None) -> tuple:
   """``(tuning, tuned)``: the ``sweep.json`` entry (grid, policy, selection) and the tuned
-  summary rows of a sweep with ``config.tune``."""
-  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
-  from drjax.sweeps.config import agent_axis  # pylint: disable=g-import-not-at-top
+  summary rows of a sweep with ``config.tune``. ``resolved``: the sweep's ``ResolvedSweep``
+  (its agents' specs and axes), else they are looked up."""
+  if resolved is not None:
+    specs, axes = resolved.specs, resolved.axes
+  else:
+    from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+    from drjax.sweeps.config import agent_axis  # pylint: disable=g-import-not-at-top
+    specs = {a: registry.get(a) for a in config.agents}
+    axes = {a: {n: agent_axis(config, a, n, specs[a]) for n in TUNED} for a in config.agents}
   sel = select_best(summary, config.tune)
-  grid = {a: {n: list(agent_axis(config, a, n)) for n in TUNED if n in registry.get(a).hparams}
-          for a in config.agents if set(TUNED) & set(registry.get(a).hparams)}
+  grid = {a: {n: list(axes[a][n]) for n in TUNED if n in specs[a].hparams}
+          for a in config.agents if set(TUNED) & set(specs[a].hparams)}
   entry = {"by": "source", "policy": config.tune, "metric": _metric(summary), "grid": grid,
            "selected": [{k: _plain(v) for k, v in r.items()} for r in sel.to_dict("records")]}
   return entry, tuned_rows(summary, sel)
