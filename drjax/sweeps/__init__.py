@@ -56,7 +56,8 @@ Example::
   res.summary                               # mean, stderr, count per agent x setting x target
 
 The package's modules, one job each: ``config`` (``SweepConfig``, ``validate``, what a
-configuration names), ``errors``, ``grid`` (settings tables, chunk ``Layout``), ``program`` (the
+configuration names; ``resolve``: the configuration resolved once into the ``ResolvedSweep`` the
+other modules read), ``errors``, ``grid`` (settings tables, chunk ``Layout``), ``program`` (the
 compiled chunk program), ``running`` (``run``, ``merge``, devices and the chunk loop),
 ``pipeline`` (the host thread), ``storage`` (chunk files, ``sweep.json``, resume), ``tables``
 (streamed results files, ``summarize``), ``figure`` (``sweep.png``) and ``saving``
@@ -70,8 +71,9 @@ from __future__ import annotations
 # pylint: disable=unused-import
 from drjax.sweeps.errors import SweepError, SweepInterrupted, SweepTypeError
 from drjax.sweeps.config import (ACCELERATOR_MEMORY_FRACTION, BEHAVIORS, DEFAULT_AGENTS,
-                                 DEFAULT_MEMORY_MB, SweepConfig, agent_names, auto_memory_mb,
-                                 env_names, make_env, target_values, validate)
+                                 DEFAULT_MEMORY_MB, ResolvedSweep, SweepConfig, agent_names,
+                                 auto_memory_mb, env_names, make_env, resolve, target_values,
+                                 validate)
 from drjax.sweeps.grid import Layout, bytes_per_run, layout
 from drjax.sweeps.program import ordered_sum
 from drjax.sweeps.storage import (CHUNK_DIR, FORMAT, LAYOUT_FIELDS, RESULTS, _write_chunk,
@@ -95,6 +97,7 @@ __all__ = [
     "ENVS",
     "ENV_PARAMS",
     "TARGETS",
+    "ResolvedSweep",
     "SweepConfig",
     "SweepError",
     "SweepInterrupted",
@@ -104,6 +107,7 @@ __all__ = [
     "load",
     "load_config",
     "merge",
+    "resolve",
     "run",
     "save_policies",
     "select_best",
