@@ -466,12 +466,13 @@ def _run_sweep(parser, args, sweeps, jax, given, config_kw, exec_kw, part, comma
 
 def _check_one_setting(sweeps, config) -> None:
   """``--save-policies``: one agent and one setting (``SweepError`` naming the field)."""
-  from drjax.sweeps.grid import _grid  # pylint: disable=g-import-not-at-top
-  cfg = sweeps.validate(config)
+  from drjax.sweeps.grid import _settings  # pylint: disable=g-import-not-at-top
+  rs = sweeps.resolve(config)  # validated, the environment built once
+  cfg = rs.config
   if len(cfg.agents) != 1:
     raise sweeps.SweepError("agents", f"--save-policies learns one agent's policies; got "
                                       f"{len(cfg.agents)} agents ({', '.join(cfg.agents)})")
-  n = len(_grid(cfg, sweeps.make_env(cfg), cfg.agents[0]).beta)
+  n = len(_settings(rs, cfg.agents[0]).beta)
   if n != 1:
     raise sweeps.SweepError("rho", f"--save-policies needs one setting (one value of rho, beta, "
                                    f"lam, the source parameters and the sizes), got {n}")
