@@ -58,13 +58,15 @@ def _compare(qf, ref, ds, agent, *, pinv=True):
   if pinv:
     np.testing.assert_allclose(np.asarray(qf.pinv), ref["lam_inv"], atol=1e-8, rtol=0)
   H = ds.phi.shape[0]
-  nphi = np.asarray(ds.next_phi)
+  nphi, nfail = np.asarray(ds.next_phi), np.asarray(ds.next_fail)
+  # drjax's Q_{h+1} at every 7th next state of step h: one compiled call over the states.
+  q_rows = jax.jit(jax.vmap(agent.q_values, in_axes=(None, None, 0, 0)))
   for h in range(H - 1):  # Q_{h+1} at every next state of the data, and the greedy actions
-    for n in range(0, nphi.shape[1], 7):
-      fail = bool(ds.next_fail[h, n])
-      q = np.asarray(agent.q_values(qf, h + 1, nphi[h, n], fail))
+    q_all = np.asarray(q_rows(qf, h + 1, nphi[h, ::7], nfail[h, ::7]))
+    for i, n in enumerate(range(0, nphi.shape[1], 7)):
+      fail = bool(nfail[h, n])
       q_ref = ref["q"](h + 1, nphi[h, n], fail)
-      np.testing.assert_allclose(q, q_ref, atol=1e-8, rtol=0)
+      np.testing.assert_allclose(q_all[i], q_ref, atol=1e-8, rtol=0)
 
 
 @pytest.mark.parametrize("opts", [dict(), dict(truncation="upper", fail_zero=False)])
@@ -172,14 +174,19 @@ def test_pevi_without_penalty_is_least_squares_value_iteration(put_data):
 
 def test_drpvi_rho0_vs_pessimistic_vi_with_known_theta():
   # (1) Per step, for any features: nu(rho = 0) = max_alpha z(alpha) >= z(H) = the ridge of V.
-  key = jax.random.key(5)
-  for i in range(20):
-    k1, k2, key = jax.random.split(key, 3)
+  @jax.jit  # one compiled case (not 20 rounds of eager ops)
+  def case(k1, k2):
     g = jax.random.dirichlet(k1, jnp.ones(4), (12,))
     v = jax.random.uniform(k2, (12,), maxval=3.0)
     pinv = jnp.linalg.inv(g.T @ g + 0.1 * jnp.eye(4))
     nu, _ = robust.alpha_max_atoms(pinv, g, v, jnp.zeros(4), 3.0, vmin=jnp.min(v))
-    assert np.all(np.asarray(nu) >= np.asarray(pinv @ (g.T @ v)) - 1e-12)
+    return nu, pinv @ (g.T @ v)
+
+  key = jax.random.key(5)
+  for i in range(20):
+    k1, k2, key = jax.random.split(key, 3)
+    nu, ridge = case(k1, k2)
+    assert np.all(np.asarray(nu) >= np.asarray(ridge) - 1e-12)
   # (2) One-hot (tabular) features: equal to pessimistic VI with known theta, a plain loop.
   S, A, H, N = 3, 2, 3, 40
   d = S * A
@@ -210,9 +217,8 @@ def test_drpvi_rho0_vs_pessimistic_vi_with_known_theta():
 
 
 def test_general_tv_dual_is_exact_against_a_dense_grid():
-  key = jax.random.key(7)
-  for i in range(10):
-    k1, k2, k3, key = jax.random.split(key, 4)
+  @jax.jit  # one compiled case (not 10 rounds of eager ops)
+  def case(k1, k2, k3):
     g = jax.random.dirichlet(k1, jnp.ones(3), (15,))
     v = jax.random.uniform(k2, (15,), minval=0.4, maxval=3.0)  # min V > 0: the general form
     rho = jax.random.uniform(k3, (3,))
@@ -222,12 +228,19 @@ def test_general_tv_dual_is_exact_against_a_dense_grid():
     grid = jnp.linspace(0.0, 3.0, 30001)
     z = pinv @ (g.T @ jnp.minimum(v[:, None], grid[None, :]))
     vals = z - rho[:, None] * (grid - jnp.minimum(m, grid))[None, :]
-    np.testing.assert_array_less(np.asarray(vals.max(1)), np.asarray(nu) + 1e-12)
-    assert np.abs(np.asarray(vals.max(1) - nu)).max() < 1e-3
-    # The reported alpha attains nu.
+    # The reported alpha's own objective value.
     z_a = jax.vmap(lambda a: pinv @ (g.T @ jnp.minimum(v, a)))(alpha)
     at = jnp.diagonal(z_a) - rho * (alpha - jnp.minimum(m, alpha))
-    np.testing.assert_allclose(np.asarray(at), np.asarray(nu), atol=1e-10)
+    return nu, vals.max(1), at
+
+  key = jax.random.key(7)
+  for i in range(10):
+    k1, k2, k3, key = jax.random.split(key, 4)
+    nu, grid_max, at = (np.asarray(x) for x in case(k1, k2, k3))
+    np.testing.assert_array_less(grid_max, nu + 1e-12)
+    assert np.abs(grid_max - nu).max() < 1e-3
+    # The reported alpha attains nu.
+    np.testing.assert_allclose(at, nu, atol=1e-10)
 
 
 def test_stats_form_equals_buffer_form(lin_data):
@@ -312,12 +325,15 @@ def test_rho0_max_exceeds_the_ridge_of_v_on_the_paper_mdp_by_a_measured_amount()
   agent = offline.drpvi(3, 4, 16, vmin="data")
   hp = offline.make_hparams(agent, rho=0.0)
   gaps = []
+  # One behavior object: a new data.uniform(16) per call would retrace data.collect every time.
+  behavior = data.uniform(16)
+  # Q_2 at the 100 next states of step 1: one compiled call per dataset (not 100 eager ones).
+  q_next = jax.jit(jax.vmap(lambda qf, p, f: agent.q_values(qf, 1, p, f), in_axes=(None, 0, 0)))
   for k in keys:
-    ds = data.collect(env, LIN_P, data.uniform(16), k, 100)
+    ds = data.collect(env, LIN_P, behavior, k, 100)
     qf = agent.fit(ds, hp)
     # z(H) at step 1 from the same targets: theta + ridge of V_2 (nu - z(H) >= 0).
-    v = np.max(np.stack([np.asarray(agent.q_values(qf, 1, ds.next_phi[0, n], ds.next_fail[0, n]))
-                         for n in range(100)]), -1)
+    v = np.max(np.asarray(q_next(qf, ds.next_phi[0], ds.next_fail[0])), -1)
     phi = np.asarray(ds.phi[0])
     zH = np.linalg.solve(phi.T @ phi + 0.1 * np.eye(4), phi.T @ v)
     gaps.append(np.asarray(qf.nu[0]) - zH)
