@@ -58,21 +58,27 @@ def _rel(a, b, floor):
   return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), floor)))
 
 
-def _fd(f, points):
+def _fd(f, points, values=False):
   """``[n, p]`` central differences of the float64 ``f`` along each coordinate at ``points``
-  (one jitted, vmapped call: the values are right at any level; only derivatives were not)."""
+  (one jitted, vmapped call: the values are right at any level; only derivatives were not).
+  ``values=True``: also ``f`` at the points, ``[n]``, from the same call (one compilation)."""
   n, p = points.shape
   e = FD_EPS * np.eye(p)
   xs = np.concatenate([points[:, None, :] + e, points[:, None, :] - e], axis=1)  # [n, 2p, p]
-  vals = np.asarray(jax.jit(jax.vmap(f))(jnp.asarray(xs.reshape(2 * n * p, p))), np.float64)
-  vals = vals.reshape(n, 2 * p)
-  return (vals[:, :p] - vals[:, p:]) / (2 * FD_EPS)
+  xs = xs.reshape(2 * n * p, p)
+  if values:
+    xs = np.concatenate([xs, points])
+  vals = np.asarray(jax.jit(jax.vmap(f))(jnp.asarray(xs)), np.float64)
+  fd = vals[:2 * n * p].reshape(n, 2 * p)
+  fd = (fd[:, :p] - fd[:, p:]) / (2 * FD_EPS)
+  return (fd, vals[2 * n * p:]) if values else fd
 
 
-def audit(name, make, points, tol=None, composite=False, float32=True):
+def audit(name, make, points, tol=None, composite=False, float32=True, min_value=None):
   """``make(dtype) -> f``: ``f(x [p]) -> []`` with the function's data in ``dtype``; ``points``:
   float64 ``[n, p]``. Asserts finite, equal derivatives in both precisions; records the
-  largest relative differences.
+  largest relative differences. ``min_value``: first asserts ``f > min_value`` at every point in
+  float64 (computed with the FD, in the same compiled call).
 
   The un-jitted ``grad`` costs a compilation of every operation (and of the agents' whole fits),
   so by default it is the reference of the kernels in float64 only (``composite=True``: the
@@ -83,7 +89,11 @@ def audit(name, make, points, tol=None, composite=False, float32=True):
   tol = TOL if tol is None else tol
   points = np.atleast_2d(np.asarray(points, np.float32)).astype(np.float64)  # float32-exact
   f64 = make(F64)
-  fd = _fd(f64, points)
+  if min_value is None:
+    fd = _fd(f64, points)
+  else:
+    fd, values = _fd(f64, points, values=True)
+    assert np.all(values > min_value), (name, "f at the points", values, min_value)
   assert np.all(np.isfinite(fd)), (name, fd)
   floor = max(1e-3 * float(np.max(np.abs(fd))), 1e-12)
   RESULTS[name] = {}
@@ -362,10 +372,10 @@ OFFLINE = {
 AGENT_POINTS = [[1.0, 0.02, 0.5], [0.6, 0.05, 1.0]]
 
 
-@pytest.mark.parametrize("name", list(OFFLINE))
-def test_offline_agent_fitted_value(name, datasets):
-  """``sensitivity.learned_value`` (``agent.fit`` on a fixed dataset, ``V_1 = max_a Q_1(s_1, a)``)
-  in its traced hyperparameters."""
+def _offline_case(name, datasets):
+  """``(make, points, coords)`` of agent ``name``'s fitted value for ``audit``: ``make(dtype)``
+  is ``sensitivity.learned_value`` in the audited coordinates ``coords`` of x = (scale of the
+  [H, d] field, beta, lam), the others held at the first point."""
   ctor, field, table = OFFLINE[name]
   agent = ctor(H, D, A)
 
@@ -395,14 +405,19 @@ def test_offline_agent_fitted_value(name, datasets):
     f = make_full(dtype)
     rest = jnp.asarray(x_full[0], dtype)
     return lambda y: f(rest.at[jnp.asarray(coords)].set(y))
-  f64 = make(F64)
-  pts = x_full[:, coords]
-  for x in pts:
-    assert float(f64(jnp.asarray(x))) > 0.05  # Q_1 not truncated: the derivatives are not 0
+  return make, x_full[:, coords], coords
+
+
+@pytest.mark.parametrize("name", list(OFFLINE))
+def test_offline_agent_fitted_value(name, datasets):
+  """``sensitivity.learned_value`` (``agent.fit`` on a fixed dataset, ``V_1 = max_a Q_1(s_1, a)``)
+  in its traced hyperparameters."""
+  make, pts, coords = _offline_case(name, datasets)
   tol = TOL_SEARCH if name == "DRVI-L" else TOL
-  names = ("rho" if field == "rho" else "weight", "beta", "lam")
+  names = ("rho" if OFFLINE[name][1] == "rho" else "weight", "beta", "lam")
+  # min_value: Q_1 not truncated at the points, so the derivatives are not 0.
   audit(f"agent {name} fitted V_1 ({', '.join(names[c] for c in coords)})", make, pts, tol,
-        composite=True)
+        composite=True, min_value=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -433,11 +448,9 @@ def test_online_agent_fitted_value(name, online_runs):
       return sens.learned_value(agent, ENV, env_params, state, hp)[0]
     return f
   pts = np.asarray(AGENT_POINTS)[:, coords]
-  for x in pts:
-    assert float(make(F64)(jnp.asarray(x))) > 0.05
   names = ("rho", "beta", "lam")
   audit(f"agent {name} fitted V_1 ({', '.join(names[c] for c in coords)})", make, pts,
-        composite=True)
+        composite=True, min_value=0.05)
 
 
 def test_evaluate_policy_values_and_offline_subopt(online_runs, datasets):
@@ -475,9 +488,11 @@ def test_pevi_float32_at_level_0(datasets):
     return sens.learned_value(agent, ENV, env_params, ds, hp)[0]
   x = jnp.asarray(AGENT_POINTS[0][1:], F32)
   g = jax.jit(jax.grad(f), compiler_options={"xla_backend_optimization_level": 0})(x)
-  ds64 = datasets[0]
-  base64 = offline.make_hparams(agent, dtype=F64)
-  f64 = lambda y: sens.learned_value(agent, ENV, ENV_PARAMS, ds64,  # noqa: E731
-                                     base64._replace(beta=y[0], lam=y[1]))[0]
-  fd = _fd(f64, np.asarray(x, np.float64)[None])[0]
+  # The float64 FD at x: test_offline_agent_fitted_value[PEVI]'s (the same function of (beta,
+  # lam), points and call, so the persistent compilation cache holds its program).
+  make, pts, coords = _offline_case("PEVI", datasets)
+  assert coords == [1, 2]
+  pts = np.asarray(pts, np.float32).astype(np.float64)  # as audit() rounds them
+  np.testing.assert_array_equal(pts[0], np.asarray(x, np.float64))
+  fd = _fd(make(F64), pts, values=True)[0][0]
   np.testing.assert_allclose(np.asarray(g, np.float64), fd, rtol=1e-3)
