@@ -142,12 +142,15 @@ def test_lsvi_incremental_ellipsoid_norms(preset):
   np.testing.assert_allclose(np.asarray(st.quad), direct, atol=1e-9 * max(1.0, direct.max()))
   agent = lsvi_ucb(H, d, A, 12, solver="sherman-morrison", known=known)
   by_step = by_episode = agent.init(env.theta(params), hp.lam)
+  # Each update compiled once (episode k and step h traced), not run op by op.
+  store, observe, end = (jax.jit(f) for f in (agent.store_episode, agent.observe,
+                                              agent.end_episode))
   for k in range(4):
     args = [np.asarray(x)[:, k] for x in (st.phi, st.reward, st.next_phi, st.next_fail)]
-    by_episode = agent.store_episode(by_episode, k, *args)
+    by_episode = store(by_episode, k, *args)
     for h in range(H):
-      by_step = agent.observe(by_step, h, *(x[h] for x in args))
-    by_step = agent.end_episode(by_step)
+      by_step = observe(by_step, h, *(x[h] for x in args))
+    by_step = end(by_step)
   np.testing.assert_allclose(np.asarray(by_step.quad), np.asarray(by_episode.quad), atol=1e-9)
   assert (np.asarray(by_step.quad)[:-1, :4] > 0).any()  # filled in (exit states have 0)
 
@@ -159,15 +162,16 @@ def test_replan_is_a_pathwise_function_of_lambda():
   agent = dr_lsvi_ucb(H, d, A, K, solver="sherman-morrison")
   hp = _hp(env)
   out = jax.jit(make_train(env, agent, K, form="stats"))(jax.random.PRNGKey(0), hp, params)
-  hp2 = hp._replace(lam=jnp.asarray(1.7))
-  qf = replan(env, agent, out.state, hp2, params)
+  # replan at a traced lambda, compiled once (and its gradient once), not op by op.
+  at = lambda lam: replan(env, agent, out.state, hp._replace(lam=lam), params)  # noqa: E731
+  at_jit = jax.jit(at)
+  qf = at_jit(jnp.asarray(1.7))
   gram = np.asarray(out.state.gram)
   np.testing.assert_allclose(np.asarray(qf.pinv), np.linalg.inv(gram + 1.7 * np.eye(d)),
                              atol=1e-10)
-  g = jax.grad(lambda lam: replan(env, agent, out.state, hp._replace(lam=lam), params).w.sum())
+  g = jax.jit(jax.grad(lambda lam: at(lam).w.sum()))
   eps = 1e-6
-  f = lambda lam: float(replan(env, agent, out.state, hp._replace(lam=jnp.asarray(lam)),  # noqa
-                               params).w.sum())
+  f = lambda lam: float(at_jit(jnp.asarray(lam)).w.sum())  # noqa: E731
   np.testing.assert_allclose(float(g(jnp.asarray(0.4))), (f(0.4 + eps) - f(0.4 - eps)) / (2 * eps),
                              rtol=1e-5, atol=1e-7)
 
@@ -211,9 +215,10 @@ def test_alpha_max_atoms_equals_brute_force(n, method, monkeypatch):
   # RANK_SORT_MAX = 0); n = 300 is above SORT_FREE_MAX_ATOMS, where sort=None sorts.
   for sort, rank_max in ((False, None), (True, None), (True, 0), (None, None)):
     monkeypatch.setattr(linalg, "RANK_SORT_MAX", 256 if rank_max is None else rank_max)
-    nu, alpha = robust.alpha_max_atoms(jnp.asarray(pinv), jnp.asarray(g), jnp.asarray(v),
-                                       jnp.asarray(rho), H, method=method,
-                                       grid=jnp.asarray(grid), sort=sort)
+    # One compiled call per variant (a new function: traced again, reading RANK_SORT_MAX).
+    nu, alpha = jax.jit(lambda *a, sort=sort: robust.alpha_max_atoms(
+        *a, H, method=method, grid=jnp.asarray(grid), sort=sort))(
+            jnp.asarray(pinv), jnp.asarray(g), jnp.asarray(v), jnp.asarray(rho))
     np.testing.assert_allclose(np.asarray(nu), best, atol=1e-10)
     alpha = np.asarray(alpha)
     z_at = np.array([(pinv @ g.T @ np.minimum(v, alpha[i]))[i] - rho[i] * alpha[i]
@@ -271,23 +276,16 @@ def test_stats_sherman_morrison_operator_equals_cholesky(kind):
 
 def test_float32_small_lambda_is_refused_and_the_smallest_allowed_is_nan_free():
   """float32: lam < 1e-5 raises naming lam (NaN Q-functions otherwise); lam = 1e-5 trains without
-  a NaN anywhere under jax_debug_nans."""
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  code = (
-      "import jax, drjax\n"
-      "jax.config.update('jax_debug_nans', True)\n"
-      "from drjax.envs.linear_mdp import LinearMDP\n"
-      "try:\n"
-      "    drjax.make_hparams(3, 4, lam=1e-6)\n"
-      "    raise SystemExit('no error')\n"
-      "except ValueError as e:\n"
-      "    assert 'lam' in str(e), e\n"
-      "env = LinearMDP(); p = env.make_params()\n"
-      "hp = drjax.make_hparams(3, 4, rho=0.3, beta=1.0, lam=1e-5)\n"
-      "out = jax.jit(drjax.make_train(env, drjax.dr_lsvi_ucb(3, 4, 16, 60), 60, record_q=True))(\n"
-      "    jax.random.PRNGKey(0), hp, p)\n"
-      "print(out.qf.w.dtype, bool(jax.numpy.isfinite(out.qf.w).all()))\n")
-  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-  assert res.returncode == 0, res.stderr[-2000:]
-  assert res.stdout.split() == ["float32", "True"]
+  a NaN anywhere under jax_debug_nans (in this process, with float64 and debug_nans switched by
+  JAX's context managers: the same programs as a fresh float32 interpreter's)."""
+  import drjax  # pylint: disable=g-import-not-at-top
+  with jax.enable_x64(False), jax.debug_nans(True):
+    with pytest.raises(ValueError, match="lam"):
+      drjax.make_hparams(3, 4, lam=1e-6)
+    env = LinearMDP()
+    p = env.make_params()
+    hp = drjax.make_hparams(3, 4, rho=0.3, beta=1.0, lam=1e-5)
+    out = jax.jit(drjax.make_train(env, drjax.dr_lsvi_ucb(3, 4, 16, 60), 60, record_q=True))(
+        jax.random.PRNGKey(0), hp, p)
+    assert out.qf.w.dtype == jnp.float32
+    assert bool(jnp.isfinite(out.qf.w).all())
