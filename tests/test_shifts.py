@@ -123,35 +123,40 @@ def test_exact_ledge_against_closed_form():
     np.testing.assert_allclose(p["returns"], want, rtol=1e-5)
 
 
-@pytest.mark.parametrize("env,mode", [("cartpole", "online"), ("cartpole", "offline"),
-                                      ("ledge", "online"), ("ledge", "offline")])
-def test_smoke_run(env, mode):
-  """One (environment, mode) of the smoke grid per test (each a few compiled programs)."""
-  import dataclasses  # pylint: disable=g-import-not-at-top
-  g = dataclasses.replace(shifts.GRIDS["smoke"], modes=(mode,),
-                          envs=tuple(s for s in shifts.GRIDS["smoke"].envs if s.name == env))
+def test_smoke_run():
+  """The whole smoke grid in one ``shifts.run`` (every (environment, mode) sweep of the grid, as
+  ``drjax reproduce shifts --grid smoke`` runs it): the exact checks (``discount_check``,
+  ``exact_ledge``) run once for the study instead of once per (environment, mode)."""
+  g = shifts.GRIDS["smoke"]
   ps, df = shifts.run(g)
-  spec = g.envs[0]
   keys = [k for k in ps if k != "exact"]
-  assert set(keys) == {f"{env}-{f[0]}-{mode}" for f in spec.families}
-  for key in keys:
-    curves = ps[key]["curves"]
-    kinds = {c["kind"] for c in curves}
-    labels = {c["label"] for c in curves}
-    assert kinds == {"baseline", "control", "nominal", "robust"}, key
-    assert "uniform-random" in labels and "constant a=0" in labels
-    fam = next(f for f in spec.families if key == f"{env}-{f[0]}-{mode}")
-    want = shifts.target_grid(fam, g.targets)
-    for c in curves:
-      assert [p["target"] for p in c["points"]] == pytest.approx(want)
-      if c["agent"] in shifts.ROBUST and c["kind"] == "robust":  # its control is there too
-        ctrl = c["label"].split(" ")[0] + (" reg=10000" if c["agent"] in shifts.REGULARIZED
-                                           else " rho=0")
-        assert ctrl + (" greedy" if c["policy"] == "greedy" else "") in labels
-    if mode == "online":
-      assert {c["policy"] for c in curves} == {"played", "greedy"}
-  if mode == "online":
-    assert set(ps[keys[0]]["config"]["tuning"]["selected"]) == {f"{env}-online"}
+  assert set(keys) == {f"{spec.name}-{f[0]}-{mode}" for spec in g.envs for f in spec.families
+                       for mode in g.modes}
+  assert set(g.modes) == {"online", "offline"} and {s.name for s in g.envs} == {"cartpole",
+                                                                              "ledge"}
+  for spec in g.envs:
+    env = spec.name
+    for mode in g.modes:
+      mkeys = [k for k in keys if k.startswith(f"{env}-") and k.endswith(f"-{mode}")]
+      assert set(mkeys) == {f"{env}-{f[0]}-{mode}" for f in spec.families}
+      for key in mkeys:
+        curves = ps[key]["curves"]
+        kinds = {c["kind"] for c in curves}
+        labels = {c["label"] for c in curves}
+        assert kinds == {"baseline", "control", "nominal", "robust"}, key
+        assert "uniform-random" in labels and "constant a=0" in labels
+        fam = next(f for f in spec.families if key == f"{env}-{f[0]}-{mode}")
+        want = shifts.target_grid(fam, g.targets)
+        for c in curves:
+          assert [p["target"] for p in c["points"]] == pytest.approx(want)
+          if c["agent"] in shifts.ROBUST and c["kind"] == "robust":  # its control is there too
+            ctrl = c["label"].split(" ")[0] + (" reg=10000" if c["agent"] in shifts.REGULARIZED
+                                               else " rho=0")
+            assert ctrl + (" greedy" if c["policy"] == "greedy" else "") in labels
+        if mode == "online":
+          assert {c["policy"] for c in curves} == {"played", "greedy"}
+  # every panel records the online selections of every environment
+  assert set(ps[keys[0]]["config"]["tuning"]["selected"]) == {f"{s.name}-online" for s in g.envs}
   # the bands are recomputed by hand from the rows
   for (e, fam, m, lab, t), grp in df.groupby(["env", "family", "mode", "label", "target"]):
     c = next(c for c in ps[f"{e}-{fam}-{m}"]["curves"] if c["label"] == lab)
