@@ -3,8 +3,6 @@ hyperparameters in sweeps, and the example plugin experiments/custom_agent.py.""
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -22,6 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "experiments", "custom_agent.py")
 
 
+_FRESH = {}  # the registry and the loaded plugins before this module's (what a new process has)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _restore_registry():
   """The agents this module registers are removed afterwards: other test modules in the same
@@ -29,6 +30,8 @@ def _restore_registry():
   registry.names()  # the built-ins loaded first: what is restored includes them
   saved, loaded = dict(registry._REGISTRY), dict(plugins._LOADED)  # pylint: disable=protected-access
   sources = dict(registry._SOURCES)  # pylint: disable=protected-access
+  _FRESH.update(registry=saved, sources=sources, loaded=loaded,
+                plugin_sources=dict(plugins._SOURCES))  # pylint: disable=protected-access
   yield
   registry._REGISTRY.clear()  # pylint: disable=protected-access
   registry._REGISTRY.update(saved)  # pylint: disable=protected-access
@@ -208,9 +211,44 @@ def test_sweep_runs_each_kappa_as_the_agent_with_that_kappa(example, tmp_path):
     np.testing.assert_array_equal(va, vb)
 
 
+def _set_registry(state):
+  """Sets the agent registry and the loaded plugins to ``state`` (a dict as ``_FRESH``)."""
+  # pylint: disable=protected-access
+  for d, k in ((registry._REGISTRY, "registry"), (registry._SOURCES, "sources"),
+               (plugins._LOADED, "loaded"), (plugins._SOURCES, "plugin_sources")):
+    d.clear()
+    d.update(state[k])
+
+
 def _drjax(*args, cwd):
-  return subprocess.run([sys.executable, "-m", "drjax.cli", *args], cwd=cwd, capture_output=True,
-                        text=True, timeout=600)
+  """``drjax ARGS`` run from ``cwd`` in this process (``drjax.cli.main``), as a new process would
+  run it: the registry and the loaded plugins are those before any plugin of this module (so a
+  plugin the command needs must be loaded by the command itself: ``--plugin``, or sweep.json on
+  ``--merge`` / ``--resume``), restored afterwards; x64 and XLA_FLAGS restored (the command sets
+  them). Returns an object with ``returncode`` and ``stderr``."""
+  import contextlib  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  import types  # pylint: disable=g-import-not-at-top
+  from drjax import cli  # pylint: disable=g-import-not-at-top
+  # pylint: disable=protected-access
+  now = dict(registry=dict(registry._REGISTRY), sources=dict(registry._SOURCES),
+             loaded=dict(plugins._LOADED), plugin_sources=dict(plugins._SOURCES))
+  x64, flags, here = jax.config.jax_enable_x64, os.environ.get("XLA_FLAGS"), os.getcwd()
+  err = io.StringIO()
+  _set_registry(_FRESH)
+  try:
+    os.chdir(cwd)
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+      code = cli.main(list(args))
+  except SystemExit as e:
+    code = e.code
+  finally:
+    os.chdir(here)
+    _set_registry(now)
+    jax.config.update("jax_enable_x64", x64)
+    if flags is not None:
+      os.environ["XLA_FLAGS"] = flags
+  return types.SimpleNamespace(returncode=code, stderr=err.getvalue())
 
 
 def test_cli_plugin_sweep_runs_resumes_and_merges(tmp_path):
