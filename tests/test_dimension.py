@@ -4,8 +4,6 @@ exponents, the theory beta and the potential bound by hand, and one smoke run en
 import json
 import math
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -71,10 +69,14 @@ def test_theory_beta_and_potential_bound_by_hand():
 
 
 def test_reproduce_dimension_smoke(tmp_path):
+  """``drjax reproduce dimension --grid smoke`` through ``drjax.cli.main`` in this process, at
+  JAX's default precision as the command runs in a new process (float32: the study's sweeps take
+  JAX's current default dtype)."""
+  from drjax import cli  # pylint: disable=g-import-not-at-top
+  import sweep_cli  # tests/sweep_cli.py  pylint: disable=g-import-not-at-top
   out = str(tmp_path / "r")
-  r = subprocess.run([sys.executable, "-m", "drjax.cli", "reproduce", "dimension", "--grid", "smoke",
-                      "--out", out, "--quiet"], capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stderr[-3000:]
+  with sweep_cli.x64(False):
+    assert cli.main(["reproduce", "dimension", "--grid", "smoke", "--out", out, "--quiet"]) == 0
   with open(os.path.join(out, "dimension", "exponents.json")) as f:
     ex = json.load(f)
   assert ex["config"]["grid"]["dims"] == [4, 8]
