@@ -307,7 +307,7 @@ def test_rbf_against_numpy_loop_and_simplex():
   assert fm.num_features == 12
   key = jax.random.PRNGKey(0)
   xs = jax.random.uniform(key, (20, 3), minval=-7.0, maxval=7.0)  # some outside the box
-  phi = np.asarray(jax.vmap(fm)(xs))
+  phi = np.asarray(jax.jit(jax.vmap(fm))(xs))  # one compiled program, not op by op
   for x, p in zip(np.asarray(xs, np.float64), phi):
     np.testing.assert_allclose(p, _rbf_loop(x, low, high, centers, 0.7), rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(phi.sum(-1), 1.0, atol=1e-6)
@@ -419,13 +419,17 @@ def test_docs_example_runs(tmp_path):
     blocks = [b for b in re.findall(r"^```py\n(.*?)^```", f.read(), re.S | re.M)
               if "cartpole" in b]
   assert len(blocks) == 1
+  # Run in this process (a fresh interpreter would only add its imports) with JAX's defaults of
+  # a new process: float32 and implicit rank promotion allowed (conftest sets x64 and "raise").
+  import contextlib  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  import sweep_cli  # tests/sweep_cli.py  pylint: disable=g-import-not-at-top
   script = tmp_path / "block.py"
   script.write_text(blocks[0])
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-  res = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True,
-                       timeout=300, env=env)
-  assert res.returncode == 0, res.stderr[-3000:]
-  assert res.stdout.split()[0] == "648"
+  out = io.StringIO()
+  with sweep_cli.x64(False), jax.numpy_rank_promotion("allow"), contextlib.redirect_stdout(out):
+    exec(compile(blocks[0], str(script), "exec"), {"__name__": "__main__"})  # pylint: disable=exec-used
+  assert out.getvalue().split()[0] == "648"
 
 
 def test_obs_dims_select_the_feature_coordinates():
