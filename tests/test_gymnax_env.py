@@ -428,7 +428,8 @@ def test_docs_example_runs(tmp_path):
   script.write_text(blocks[0])
   out = io.StringIO()
   with sweep_cli.x64(False), jax.numpy_rank_promotion("allow"), contextlib.redirect_stdout(out):
-    exec(compile(blocks[0], str(script), "exec"), {"__name__": "__main__"})  # pylint: disable=exec-used
+    exec(compile(blocks[0], str(script), "exec"),  # pylint: disable=exec-used
+         {"__name__": "__main__"})
   assert out.getvalue().split()[0] == "648"
 
 
