@@ -130,11 +130,12 @@ def _assert_agree(res):
     assert res[a]["pinv"] < TOL, (a, res[a])
 
 
-@pytest.mark.parametrize("behavior,n,weight", [("fixed", 40, 1.0), ("uniform", 300, 0.05)])
+@pytest.mark.parametrize("behavior,n,weight", [("fixed", 50, 1.0), ("uniform", 300, 0.05)])
 def test_numpy_agrees_with_drjax_put_option(behavior, n, weight):
   # n = 300 > robust.SORT_FREE_MAX_ATOMS (and > robust.RANK_SORT_MAX): drjax's sort +
-  # prefix-sum paths; 40: its product path and rank sort. Weight 0.05: R2PVI-KL's log-domain
-  # clipping (exp(-20 / 0.05) underflows).
+  # prefix-sum paths; 50: its product path and rank sort, at offline(quick=True)'s put-option
+  # sizes (N = 50, 30 anchors, H = 20), so the agents' fit programs are the ones that test
+  # compiled. Weight 0.05: R2PVI-KL's log-domain clipping (exp(-20 / 0.05) underflows).
   env = drjax.PutOption(num_anchors=30, horizon=20, variant="notebook")
   b = data.fixed(1) if behavior == "fixed" else data.uniform(env.num_actions)
   res = numpy_offline.check_agreement(env, env.make_params(), b, n, rho=0.1, beta=0.1, lam=1.0,
@@ -166,6 +167,9 @@ def test_tv_nu_matches_drjax_kernel(n):
   samples), against ``robust.alpha_max_atoms`` with ``vmin`` = the data minimum."""
   rng = np.random.default_rng(n)
   d, H = 5, 10.0
+  # drjax's kernel compiled once for both cases (not op by op).
+  alpha_max = jax.jit(lambda pinv, g, v, rho, m: robust.alpha_max_atoms(pinv, g, v, rho, H,
+                                                                        vmin=m))
   for lo, hi in ((-2.0, 12.0), (0.0, H)):
     g = rng.standard_normal((n, d))
     v = rng.uniform(lo, hi, n)
@@ -177,7 +181,7 @@ def test_tv_nu_matches_drjax_kernel(n):
     pinv = np.linalg.inv(a @ a.T + np.eye(d))
     rho = rng.uniform(0, 1, d)
     m = v[valid].min()
-    want, _ = robust.alpha_max_atoms(pinv, g, v, rho, H, vmin=m)
+    want, _ = alpha_max(pinv, g, v, rho, m)
     got = numpy_offline.tv_nu(pinv[None], g[None], v[None], valid[None], rho[None], H)[0]
     np.testing.assert_allclose(got, np.asarray(want), rtol=0, atol=1e-10)
 
@@ -201,20 +205,25 @@ def test_regularized_kernels_match_drjax_oracles():
   n = 300  # > robust.RANK_SORT_MAX: drjax's argsort (ties ordered differently from NumPy's)
   rng = np.random.default_rng(n + 1)
   d, H = 5, 10.0
+  # drjax's oracles, each compiled once for all its cases (not op by op).
+  chi2 = jax.jit(lambda pinv, g, v, weight: pieces.chi2_reg_oracle(pinv, g, v, weight, H))
+  tv = jax.jit(pieces.tv_reg_oracle)
+  kl = jax.jit(lambda pinv, g, v, valid, m, weight: pieces.kl_reg_oracle(pinv, g, v, valid, m,
+                                                                          weight, H))
   for lo, hi in ((-2.0, 12.0), (0.0, H)):
     g, v, valid, pinv = _kernel_case(rng, n, d, lo, hi)
     m = v[valid].min()
     for weight in (rng.uniform(0.5, 3.0, d), np.array([0.01, 0.05, 0.3, 5.0, 50.0])):
       args = (pinv[None], g[None], v[None])
-      want = pieces.chi2_reg_oracle(pinv, g, v, weight, H)
+      want = chi2(pinv, g, v, weight)
       got = numpy_offline.chi2_reg_nu(*args, weight[None], H)[0]
       np.testing.assert_allclose(got, np.asarray(want), rtol=1e-12, atol=1e-10)
       if lo < 0:
         continue  # TV / KL: R2PVI's targets are truncated values in [0, top]
-      want = pieces.tv_reg_oracle(pinv, g, v, m, weight)
+      want = tv(pinv, g, v, m, weight)
       got = numpy_offline.tv_reg_nu(*args, np.array([m]), weight[None])[0]
       np.testing.assert_allclose(got, np.asarray(want), rtol=0, atol=1e-10)
-      want = pieces.kl_reg_oracle(pinv, g, v, valid, m, weight, H)
+      want = kl(pinv, g, v, valid, m, weight)
       got = numpy_offline.kl_reg_nu(*args, valid[None], np.array([m]), weight[None], H)[0]
       assert np.all(np.isfinite(got))
       np.testing.assert_allclose(got, np.asarray(want), rtol=0, atol=1e-10)
@@ -230,9 +239,10 @@ def test_kl_search_matches_drjax():
   g, v, valid, pinv = _kernel_case(rng, n, d, 0.0, H)
   g = np.abs(g)  # a nonnegative operator: zhat > 0, the search's interior optima
   rho = np.array([0.0, 0.01, 0.1, 0.5, 2.0, 50.0])
+  search = jax.jit(lambda M, v, valid, rho: robust.kl_dual_search(M, v, valid, rho, H))
   for gg in (g, _kernel_case(rng, n, d, 0.0, H)[0]):  # and one with nonpositive zhat
     pinv_ = np.linalg.inv(gg.T @ gg + np.eye(d))
-    want = robust.kl_dual_search(pinv_ @ gg.T, v, valid, rho, H)
+    want = search(pinv_ @ gg.T, v, valid, rho)
     got = numpy_offline.kl_con_nu(pinv_[None], gg[None], v[None], valid[None], rho[None], H)[0]
     np.testing.assert_allclose(got, np.asarray(want), rtol=0, atol=1e-9)
   assert numpy_offline._kl_search_iters(1e-6) == 28  # pylint: disable=protected-access
