@@ -14,10 +14,13 @@ from drjax.agents import offline, registry
 
 LIN = drjax.LinearMDP()
 LIN_P = LIN.make_params(xi_norm=0.2)
+# One uniform behavior for the module: ``collect`` compiles once per (env, behavior, N), and each
+# ``data.uniform(16)`` call is a new behavior function.
+UNIFORM = data.uniform(16)
 
 
 def test_collect_follows_the_model_and_the_behavior():
-  ds = data.collect(LIN, LIN_P, data.uniform(16), jax.random.key(0), 4000)
+  ds = data.collect(LIN, LIN_P, UNIFORM, jax.random.key(0), 4000)
   model = LIN.model(LIN_P)
   H, N, d = ds.phi.shape
   s, a, s2 = (np.asarray(x) for x in (ds.state, ds.action, ds.next_state))
@@ -55,11 +58,12 @@ def test_behaviors_fixed_and_epsilon_greedy():
 
 def test_collect_is_vmappable_and_sizes_are_nested():
   keys = jax.random.split(jax.random.key(3), 4)
-  batch = jax.vmap(lambda k: data.collect(LIN, LIN_P, data.uniform(16), k, 20))(keys)
+  # vmapped (and jitted: one program instead of the batched ops one by one)
+  batch = jax.jit(jax.vmap(lambda k: data.collect(LIN, LIN_P, UNIFORM, k, 20)))(keys)
   assert batch.phi.shape == (4, 3, 20, 4)
-  one = data.collect(LIN, LIN_P, data.uniform(16), keys[2], 20)
+  one = data.collect(LIN, LIN_P, UNIFORM, keys[2], 20)
   np.testing.assert_array_equal(np.asarray(batch.action[2]), np.asarray(one.action))
-  small = data.collect(LIN, LIN_P, data.uniform(16), keys[2], 7)
+  small = data.collect(LIN, LIN_P, UNIFORM, keys[2], 7)
   np.testing.assert_array_equal(np.asarray(one.action[:, :7]), np.asarray(small.action))
   # with_size(ds, 7) fits exactly as the 7-trajectory dataset does.
   agent = offline.drpvi(3, 4, 16)
@@ -70,7 +74,7 @@ def test_collect_is_vmappable_and_sizes_are_nested():
 
 
 def test_save_load_roundtrip_and_split(tmp_path):
-  ds = data.collect(LIN, LIN_P, data.uniform(16), jax.random.key(4), 12)
+  ds = data.collect(LIN, LIN_P, UNIFORM, jax.random.key(4), 12)
   path = tmp_path / "d.npz"
   data.save(path, ds, metadata={"env": "linear-mdp", "xi_norm": 0.2})
   back, meta = data.load(path, env=LIN)
@@ -89,7 +93,7 @@ def _check_raises(exc, match, fn, *args, **kwargs):
 
 
 def test_bad_datasets_and_arguments(tmp_path):
-  ds = data.collect(LIN, LIN_P, data.uniform(16), jax.random.key(5), 10)
+  ds = data.collect(LIN, LIN_P, UNIFORM, jax.random.key(5), 12)  # save_load's program
   agent = offline.drpvi(3, 4, 16)
   hp = offline.make_hparams(agent, rho=0.2)
   put = drjax.PutOption(num_anchors=5, horizon=3)
