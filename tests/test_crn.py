@@ -68,7 +68,7 @@ def test_every_run_uses_its_seeds_keys(swept):
               "lam": jnp.asarray(grid.lam), "reg_weight": jnp.asarray(grid.reg_weight),
               "hparams": {}}
     hp_of = _hparams_of(agent)
-    train = make_train(env, agent, cfg.episodes)
+    train = jax.jit(make_train(env, agent, cfg.episodes))  # compiled once for every run
     rows = df[df.agent == name]
     for setting in sorted(set(rows.setting)):
       for seed in range(cfg.seeds):
