@@ -2,8 +2,6 @@
 against the same runs made directly with make_train and evaluated independently."""
 
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -75,18 +73,19 @@ def test_record_errors_name_the_field(kw, field):
 
 
 def test_cli_record_columns_in_results(tmp_path):
+  """``drjax sweep --record``: through ``drjax.cli.main`` in this process (tests/sweep_cli.py;
+  the command sets its own precision: float32 without --x64, as in a new process)."""
+  import sweep_cli  # tests/sweep_cli.py  pylint: disable=g-import-not-at-top
   out = str(tmp_path / "s")
-  cmd = [sys.executable, "-m", "drjax.cli", "sweep", "--env", "random", "--agents", "dr-lsvi-ucb",
+  cmd = ["--env", "random", "--agents", "dr-lsvi-ucb",
          "--seeds", "2", "--episodes", "8", "--rho", "0.2", "--lam", "0.5", "--out", out,
          "--record", "switches,width_rect", "--record-at", "4,8", "--chunk", "2"]
   for k, v in ARGS.items():
     cmd += ["--env-arg", f"{k}={v}"]
-  r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"},
-                     timeout=240)
-  assert r.returncode == 0, r.stderr[-2000:]
+  code, err = sweep_cli.run(cmd)
+  assert code == 0, err[-2000:]
   df = pd.read_parquet(os.path.join(out, "results.parquet"))
   assert list(df["switches@8"]) == [8, 8]
   assert (df["width_rect@8"] > df["width_rect@4"]).all()
-  bad = subprocess.run(cmd[:-4] + ["--record", "nope"], capture_output=True, text=True,
-                       timeout=240)
-  assert bad.returncode == 2 and "record" in bad.stderr
+  code, err = sweep_cli.run(cmd[:-4] + ["--record", "nope"])
+  assert code == 2 and "record" in err
