@@ -263,29 +263,40 @@ def test_subopt_and_theorem_4_4_bound_against_direct_computations(lin_data):
   rho = np.zeros((3, 4))
   rho[0, 3] = 0.4
   qf = agent.fit(ds, offline.make_hparams(agent, rho=rho), model=model)
-  sub = float(evaluate.offline_subopt(agent, qf, model, rho))
-  pi = evaluate.greedy_policy(agent, qf, model)
-  v_pi = planning.robust_evaluate(model, rho, pi)[0, 0]
-  v_star = planning.robust_dp(model, rho).v[0, 0]
-  assert sub >= -1e-12 and abs(sub - float(v_star - v_pi)) < 1e-12  # x1 is the start state
-  opt = planning.robust_dp(model, rho)
-  # The robust-optimal policy's own suboptimality is 0.
-  assert abs(float(v_star - planning.robust_evaluate(model, rho, opt.policy)[0, 0])) < 1e-12
-  # Bound at rho = 0: beta * E_{pi*}[sum_h width] under the nominal kernel (nominal_evaluate).
-  u = np.stack([np.asarray(agent.width(qf, h, model.phi[h])) for h in range(3)])  # [H, S, A]
   zero = np.zeros((3, 4))
-  pi0 = planning.robust_dp(model, zero).policy
-  nominal = planning.nominal_evaluate(model._replace(reward=jnp.asarray(u)), pi0)[0, 0]
-  np.testing.assert_allclose(float(evaluate.offline_bound(agent, qf, model, zero)),
-                             float(qf.beta * nominal), atol=1e-12)
+
+  @jax.jit  # drjax's side in one compiled program (planning and evaluate run op by op otherwise)
+  def drjax_side(qf):
+    opt, opt0 = planning.robust_dp(model, rho), planning.robust_dp(model, zero)
+    pi = evaluate.greedy_policy(agent, qf, model)
+    u = jnp.stack([agent.width(qf, h, model.phi[h]) for h in range(3)])  # [H, S, A]
+    cost = model._replace(reward=u)
+    return dict(
+        sub=evaluate.offline_subopt(agent, qf, model, rho),
+        v_pi=planning.robust_evaluate(model, rho, pi)[0, 0], v_star=opt.v[0, 0],
+        v_opt=planning.robust_evaluate(model, rho, opt.policy)[0, 0], u=u, pi_r=opt.policy,
+        nominal=planning.nominal_evaluate(cost, opt0.policy)[0, 0],
+        bound0=evaluate.offline_bound(agent, qf, model, zero),
+        bound=evaluate.offline_bound(agent, qf, model, rho),
+        cost_v=planning.nominal_evaluate(cost, opt.policy))
+
+  r = drjax_side(qf)
+  sub = float(r["sub"])
+  v_pi, v_star = r["v_pi"], r["v_star"]
+  assert sub >= -1e-12 and abs(sub - float(v_star - v_pi)) < 1e-12  # x1 is the start state
+  # The robust-optimal policy's own suboptimality is 0.
+  assert abs(float(v_star - r["v_opt"])) < 1e-12
+  # Bound at rho = 0: beta * E_{pi*}[sum_h width] under the nominal kernel (nominal_evaluate).
+  u = np.asarray(r["u"])
+  nominal = r["nominal"]
+  np.testing.assert_allclose(float(r["bound0"]), float(qf.beta * nominal), atol=1e-12)
   # With rho > 0 the sup over the TV set is at least the value of any kernel in it, e.g. the
   # nominal one and the one that moves the rho mass of factor (1, 4) onto the costliest state.
-  b = float(evaluate.offline_bound(agent, qf, model, rho))
-  pi_r = opt.policy
-  base = float(qf.beta * planning.nominal_evaluate(model._replace(reward=jnp.asarray(u)),
-                                                   pi_r)[0, 0])
+  b = float(r["bound"])
+  pi_r = r["pi_r"]
+  base = float(qf.beta * r["cost_v"][0, 0])
   assert b >= base - 1e-12
-  cost_v = planning.nominal_evaluate(model._replace(reward=jnp.asarray(u)), pi_r)[1]
+  cost_v = r["cost_v"][1]
   mu = np.asarray(model.mu).copy()
   top = int(np.argmax(np.asarray(cost_v)))
   moved = min(0.4, 1 - mu[0, 3, top])
@@ -299,8 +310,8 @@ def test_subopt_and_theorem_4_4_bound_against_direct_computations(lin_data):
     left -= take
   mu[0, 3, top] += moved - left
   kernel = np.einsum("hsad,hdt->hsat", np.asarray(model.phi), mu)
-  worse = float(qf.beta * planning.nominal_evaluate(model._replace(reward=jnp.asarray(u)), pi_r,
-                                                    jnp.asarray(kernel))[0, 0])
+  worse = float(qf.beta * jax.jit(planning.nominal_evaluate)(
+      model._replace(reward=jnp.asarray(u)), pi_r, jnp.asarray(kernel))[0, 0])
   assert b >= worse - 1e-10 and worse >= base - 1e-12
 
 
