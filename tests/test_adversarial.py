@@ -121,22 +121,29 @@ def test_quadrature_in_k():
 def test_ratio_bounds_on_random_and_found_instances():
   K, lam = 50, 1.0
   nodes, weights = adv.k_nodes(K)
+  # One compiled program per feature dimension (key and scale traced), not op by op per instance.
+  ratio_at = jax.jit(lambda key, scale, d: adv.ratio(adv.sample_logits(key, 2, 5, 3, d, scale),
+                                                     lam, nodes, weights), static_argnums=2)
   for i, d in enumerate((2, 3, 6)):
     for key in jax.random.split(jax.random.key(10 + i), 3):
       for scale in (0.3, 3.0):
-        z = adv.sample_logits(key, 2, 5, 3, d, scale)
-        r = float(adv.ratio(z, lam, nodes, weights))
+        r = float(ratio_at(key, scale, d))
         assert 1 - 1e-9 <= r <= math.sqrt(d * (1 + (K - 1) / lam))
 
 
 def test_one_hot_features_give_one():
   nodes, weights = adv.k_nodes(40)
+
+  # The instance and its ratio compiled together, once per feature dimension (not op by op).
+  def features_and_ratio(key, d):
+    arrays = adv.random_arrays(key, "one-hot", 2, 6, 3, d)
+    return arrays[0], adv.ratio_of_arrays(*arrays, 1.0, nodes, weights)
+
+  features_and_ratio = jax.jit(features_and_ratio, static_argnums=1)
   for d in (3, 8):
-    arrays = adv.random_arrays(jax.random.key(d), "one-hot", 2, 6, 3, d)
-    phi = np.asarray(arrays[0])
-    assert set(np.unique(phi)) == {0.0, 1.0}
-    np.testing.assert_allclose(adv.ratio_of_arrays(*arrays, 1.0, nodes, weights), 1.0,
-                               rtol=1e-12)
+    phi, r = features_and_ratio(jax.random.key(d), d)
+    assert set(np.unique(np.asarray(phi))) == {0.0, 1.0}
+    np.testing.assert_allclose(r, 1.0, rtol=1e-12)
 
 
 def test_one_repeated_feature_keeps_its_rect_width():
@@ -193,12 +200,13 @@ def test_gradient_against_finite_differences(tiny):
   def f(z_):
     return jnp.log(adv.ratio(z_, 0.5, nodes, weights))
 
-  g = jax.grad(f)(z)
+  g = jax.jit(jax.grad(f))(z)  # compiled once each (not op by op)
+  f_jit = jax.jit(f)
   direction = adv.sample_logits(jax.random.key(7), H, S, A, D)
   eps = 1e-5
   plus = jax.tree_util.tree_map(lambda a, b: a + eps * b, z, direction)
   minus = jax.tree_util.tree_map(lambda a, b: a - eps * b, z, direction)
-  fd = (f(plus) - f(minus)) / (2 * eps)
+  fd = (f_jit(plus) - f_jit(minus)) / (2 * eps)
   dot = sum(jnp.vdot(a, b) for a, b in zip(jax.tree_util.tree_leaves(g),
                                             jax.tree_util.tree_leaves(direction)))
   np.testing.assert_allclose(dot, fd, rtol=1e-6)
