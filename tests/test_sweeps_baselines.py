@@ -78,12 +78,13 @@ def test_played_and_greedy_equal_direct_replan(swept):
     grid, tables = _tables(vcfg, env, name)
     hp_of = _hparams_of(agent)
     train = jax.jit(make_train(env, agent, K, outputs=("state", "final_qf")))
+    replan = jax.jit(lambda state, hp, agent=agent: drjax.replan(env, agent, state, hp, params))
     for setting in (0, len(grid.beta) - 1):
       for seed in range(vcfg.seeds):
         key = jax.random.fold_in(jax.random.PRNGKey(vcfg.seed), seed)
         hp = hp_of(setting, tables)
         out = train(jax.random.fold_in(key, 0), hp, params)
-        greedy = drjax.replan(env, agent, out.state, hp._replace(beta=jnp.zeros(())), params)
+        greedy = replan(out.state, hp._replace(beta=jnp.zeros(())))
         k_eval = jax.random.fold_in(key, 1)
         rows = df[(df.agent == name) & (df.setting == setting) & (df.seed == seed)]
         for mode, qf in (("played", out.final_qf), ("greedy", greedy)):
@@ -229,8 +230,9 @@ def test_recommended_defaults_follow_the_measured_widths():
   from drjax.envs import recommend
   env = envs.make("cartpole", horizon=40)
   params = env.default_params()
-  phis = np.stack([np.asarray(env.phi_all(env.reset(jax.random.PRNGKey(1000 + i), params),
-                                          params), np.float64) for i in range(32)])
+  reset, phi_all = jax.jit(env.reset), jax.jit(env.phi_all)  # compiled once, not op by op
+  phis = np.stack([np.asarray(phi_all(reset(jax.random.PRNGKey(1000 + i), params), params),
+                              np.float64) for i in range(32)])
   n2 = np.sum(phis ** 2, -1)
   norm = np.median(np.sqrt(n2))
   gap = np.median(1.0 - np.sum(phis * np.sqrt(1.0 - phis ** 2 / n2[..., None]), -1))
