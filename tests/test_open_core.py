@@ -30,8 +30,16 @@ def _restore_registry():
   registry.names()  # the built-ins loaded first: what is restored includes them
   saved, loaded = dict(registry._REGISTRY), dict(plugins._LOADED)  # pylint: disable=protected-access
   sources = dict(registry._SOURCES)  # pylint: disable=protected-access
-  _FRESH.update(registry=saved, sources=sources, loaded=loaded,
-                plugin_sources=dict(plugins._SOURCES))  # pylint: disable=protected-access
+  # A new process's state: without the example plugin (in case a module before this one in the
+  # same worker loaded it).
+  ex = ("drpvi-ellipsoid", "drpvi-scaled", "dr-lsvi-ucb-ellipsoid")
+  ex_key = plugins.resolve(EXAMPLE)
+  _FRESH.update(
+      registry={k: v for k, v in saved.items() if k not in ex},
+      sources={k: v for k, v in sources.items() if k not in ex},
+      loaded={k: v for k, v in loaded.items() if k != ex_key},
+      plugin_sources={k: v for k, v in plugins._SOURCES.items()  # pylint: disable=protected-access
+                      if k != ex_key})
   yield
   registry._REGISTRY.clear()  # pylint: disable=protected-access
   registry._REGISTRY.update(saved)  # pylint: disable=protected-access
