@@ -17,6 +17,17 @@ from drjax.paper import shifts  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+_REAL_DISCOUNT_CHECK = shifts.discount_check
+_DISCOUNT = {}
+
+
+def _discount_check():
+  """``shifts.discount_check()`` (defaults) computed once per process: ``test_tv_...`` checks its
+  value and ``shifts.run`` (``test_smoke_run``) puts the same value into its panels."""
+  if not _DISCOUNT:
+    _DISCOUNT["out"] = _REAL_DISCOUNT_CHECK()
+  return _DISCOUNT["out"]
+
 
 def test_band_against_hand_computation():
   v = [10.0, 12.0, 17.0]
@@ -96,7 +107,7 @@ def test_tv_absorbing_fail_is_a_discount_exactly():
   """(i): with deterministic moves between alive states and an absorbing zero fail state, the TV
   robust value at rho equals the nominal value discounted by 1 - rho (robust_dp against a NumPy
   loop); once an alive move is random the robust value lies below the discounted one."""
-  out = shifts.discount_check()
+  out = _discount_check()
   assert out["max_abs_diff"] < 1e-5
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from drjax import planning  # pylint: disable=g-import-not-at-top
@@ -123,12 +134,17 @@ def test_exact_ledge_against_closed_form():
     np.testing.assert_allclose(p["returns"], want, rtol=1e-5)
 
 
-def test_smoke_run():
+def test_smoke_run(monkeypatch):
   """The whole smoke grid in one ``shifts.run`` (every (environment, mode) sweep of the grid, as
   ``drjax reproduce shifts --grid smoke`` runs it): the exact checks (``discount_check``,
-  ``exact_ledge``) run once for the study instead of once per (environment, mode)."""
+  ``exact_ledge``) run once for the study instead of once per (environment, mode); the discount
+  check's value is shared with ``test_tv_absorbing_fail_is_a_discount_exactly`` (same call)."""
   g = shifts.GRIDS["smoke"]
+  calls = []
+  monkeypatch.setattr(shifts, "discount_check", lambda: calls.append(1) or _discount_check())
   ps, df = shifts.run(g)
+  assert calls == [1]
+  assert ps["exact"]["discount"] == _discount_check()  # the value run computed, in its panels
   keys = [k for k in ps if k != "exact"]
   assert set(keys) == {f"{spec.name}-{f[0]}-{mode}" for spec in g.envs for f in spec.families
                        for mode in g.modes}
