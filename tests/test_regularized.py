@@ -41,12 +41,14 @@ def datasets():
 
 def _check(agent, qf, ref, ds):
   np.testing.assert_allclose(np.asarray(qf.w), ref["w"], atol=1e-8, rtol=0)
-  nphi = np.asarray(ds.next_phi)
+  nphi, nfail = np.asarray(ds.next_phi), np.asarray(ds.next_fail)
+  # drjax's Q_{h+1} at every 9th next state of step h: one compiled call over the states.
+  q_rows = jax.jit(jax.vmap(agent.q_values, in_axes=(None, None, 0, 0)))
   for h in range(ds.phi.shape[0] - 1):
-    for n in range(0, nphi.shape[1], 9):
-      fail = bool(ds.next_fail[h, n])
-      np.testing.assert_allclose(np.asarray(agent.q_values(qf, h + 1, nphi[h, n], fail)),
-                                 ref["q"](h + 1, nphi[h, n], fail), atol=1e-8, rtol=0)
+    q_all = np.asarray(q_rows(qf, h + 1, nphi[h, ::9], nfail[h, ::9]))
+    for i, n in enumerate(range(0, nphi.shape[1], 9)):
+      fail = bool(nfail[h, n])
+      np.testing.assert_allclose(q_all[i], ref["q"](h + 1, nphi[h, n], fail), atol=1e-8, rtol=0)
 
 
 @pytest.mark.parametrize("divergence", ["tv", "kl", "chi2"])
@@ -79,15 +81,21 @@ def test_stats_form_equals_buffer_form_for_the_regularized_agents(datasets):
 
 
 def test_chi2_dual_is_the_exact_maximum_and_not_a_minimum():
+  n, d, H = 14, 3, 4.0
+
+  def case(k1, k2, k3, decimals):
+    g = jax.random.dirichlet(k1, jnp.ones(d), (n,))
+    v = jnp.round(jax.random.uniform(k2, (n,), maxval=H), decimals)
+    w = jax.random.uniform(k3, (d,), minval=0.05, maxval=2.0)
+    M = jnp.linalg.inv(g.T @ g + 0.1 * jnp.eye(d)) @ g.T
+    return M, v, w, robust.chi2_dual_max(M, v, w, H)
+
+  case = jax.jit(case, static_argnums=3)  # compiled once per rounding (not op by op per case)
   key = jax.random.key(3)
   for i in range(8):
     k1, k2, k3, key = jax.random.split(key, 4)
-    n, d, H = 14, 3, 4.0
-    g = jax.random.dirichlet(k1, jnp.ones(d), (n,))
-    v = jnp.round(jax.random.uniform(k2, (n,), maxval=H), 1 if i % 2 else 6)  # ties when i odd
-    w = jax.random.uniform(k3, (d,), minval=0.05, maxval=2.0)
-    M = jnp.linalg.inv(g.T @ g + 0.1 * jnp.eye(d)) @ g.T
-    got = np.asarray(robust.chi2_dual_max(M, v, w, H))
+    M, v, w, got = case(k1, k2, k3, 1 if i % 2 else 6)  # ties when i odd
+    got = np.asarray(got)
     alphas = np.unique(np.concatenate([np.linspace(0, H, 20001), np.clip(np.asarray(v), 0, H)]))
     t = np.minimum(np.asarray(v)[:, None], alphas[None, :])
     z, z2 = np.asarray(M) @ t, np.asarray(M) @ (t * t)
