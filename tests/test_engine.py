@@ -62,12 +62,16 @@ def test_stats_equals_buffer_equals_oracle(env_name, kind, preset):
   _assert_same_run(runs["stats"], runs["buffer"])
   # Q-values at every state of the model agree too (not only the weights).
   model = env.model(params)
+  fail = jnp.arange(model.phi.shape[1]) == model.fail_state
+
+  @jax.jit  # episode k's Q_h at every state: one compiled call, not op by op per (k, h, form)
+  def q_at_states(qf, k, h):
+    qf_k = jax.tree_util.tree_map(lambda x: x[k], qf)
+    return jax.vmap(lambda ph, f: agent.q_values(qf_k, h, ph, f))(model.phi[h], fail)
+
   for k in (1, K // 2, K - 1):
     for h in range(env.horizon):
-      qs = [np.asarray(jax.vmap(lambda ph, f, qf=jax.tree_util.tree_map(lambda x: x[k], r.qf):
-                                agent.q_values(qf, h, ph, f))(
-          model.phi[h], jnp.arange(model.phi.shape[1]) == model.fail_state)) for r in
-            runs.values()]
+      qs = [np.asarray(q_at_states(r.qf, k, h)) for r in runs.values()]
       np.testing.assert_allclose(qs[0], qs[1], atol=1e-10)
   # And the buffer run still matches the loop-based oracle written from Algorithm 1.
   st = runs["buffer"].state
