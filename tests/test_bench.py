@@ -2,7 +2,8 @@
 
 No timing assertions: the machine is shared and timings are not reproducible. The cold
 ``drjax reproduce all`` subprocess is not spawned, and the two paper programs are replaced by a
-small jitted stand-in (their compile alone takes ~20 s); the other benchmarks run for real.
+small jitted stand-in (their compile alone takes ~20 s); first_result times one cold command;
+the other benchmarks run for real.
 ``bench.main`` runs once, in one test (the suite runs under pytest-xdist, where a module fixture
 would run once per worker); its parts are checked by the ``_check_*`` helpers.
 """
@@ -28,6 +29,10 @@ TINY = {
     "seed_scaling": dict(seeds=(2,), lsvi_seeds=0, episodes=3, warm_reps=1),
     "alpha_max": dict(sizes=(30,), grids=(5,), batch=3),
     "hyperparameter_grid": dict(shape=(2, 1, 2), seeds=2, episodes=3),
+    # One cold command (fresh process) instead of the quick run's three sweeps: the start-ups and
+    # one command give the result its whole structure (every command takes the same path,
+    # run_command; test_bench_first_result.py checks what one measurement holds).
+    "first_result": dict(commands=("sweep-online",)),
 }
 CALLS = []
 
@@ -71,6 +76,12 @@ def test_main_quick_on_tiny_sizes(tmp_path):
   _check_alpha_max(run)
   _check_hyperparameter_grid(run)
   _check_engine(run)
+  _check_first_result(run)
+
+
+def _check_first_result(run):
+  r = run[0]["benchmarks"]["first_result"]
+  assert list(r["labels"]["now"]["commands"]) == ["sweep-online"]  # TINY reached it
 
 
 def _check_engine(run):
