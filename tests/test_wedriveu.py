@@ -28,8 +28,22 @@ def instance():
   return env, params, model
 
 
+_TRAINS = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_trains():
+  yield
+  _TRAINS.clear()  # the module's programs go with it (conftest clears JAX's caches after it)
+
+
 def _train(env, agent, K, outputs, record_q=False):
-  return jax.jit(drjax.make_train(env, agent, K, record_q=record_q, outputs=outputs))
+  """The jitted training program, built once per configuration in this module (tests that run
+  the same agent and sizes call the same traced program)."""
+  key = (env, agent, K, outputs, record_q)
+  if key not in _TRAINS:
+    _TRAINS[key] = jax.jit(drjax.make_train(env, agent, K, record_q=record_q, outputs=outputs))
+  return _TRAINS[key]
 
 
 CASES = [
@@ -202,7 +216,7 @@ def test_errors_name_the_form_the_option_and_the_hyperparameter(instance):
     agent.plan(state, drjax.make_hparams(H, D), m)
   with pytest.raises(ValueError, match="model"):
     agent.plan(state, hp)
-  qf = agent.plan(state, hp, m)
+  qf = jax.jit(agent.plan)(state, hp, m)  # the valid calls compiled (not op by op)
   phi, r, s2 = jnp.full((H, D), 0.25), jnp.zeros(H), jnp.ones(H, jnp.int32)
   with pytest.raises(ValueError, match="hparams"):
     agent.update(state, phi, r, None, None, s2, model=m, qf=qf)
@@ -212,7 +226,8 @@ def test_errors_name_the_form_the_option_and_the_hyperparameter(instance):
     agent.update(state, phi, r, None, None, jnp.full(H, S), model=m, qf=qf, hparams=hp)
   with pytest.raises(ValueError, match="lam is required"):
     agent.init_stats(m.theta, S)
-  new = agent.update(state, phi, r, None, None, s2, model=m, qf=qf, hparams=hp)
+  new = jax.jit(lambda st, q, p: agent.update(st, phi, r, None, None, s2, model=m, qf=q,
+                                               hparams=p))(state, qf, hp)
   assert int(new.count) == 1 and agent.counters(new)[1] == agent.counters(new)[0] * (H - 1) * D
 
 
