@@ -25,6 +25,7 @@ Layout (step-major, N trajectories, 0-indexed steps h = 0..H-1, so row h is the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -80,29 +81,40 @@ class Dataset(NamedTuple):
 # Behavior policies: (key, phi_all [A, d], h) -> int32 action.
 
 
-def uniform(num_actions: int) -> Callable:
-  """Uniform over the ``num_actions`` actions (the DRPVI paper's behavior on the linear MDP)."""
-  num_actions = check_int("num_actions", num_actions)
+@dataclasses.dataclass(frozen=True)
+class _Uniform:
+  """``uniform``'s behavior: equal (and hashing equal) for equal ``num_actions``, so a new
+  ``uniform(A)`` reuses ``collect``'s compiled program (it is a static argument)."""
+  num_actions: int
 
-  def behavior(key, phi_all, h):
+  def __call__(self, key, phi_all, h):
     del phi_all, h
-    return jax.random.randint(key, (), 0, num_actions, dtype=jnp.int32)
+    return jax.random.randint(key, (), 0, self.num_actions, dtype=jnp.int32)
 
-  behavior.num_actions = num_actions
-  return behavior
+
+@dataclasses.dataclass(frozen=True)
+class _Fixed:
+  """``fixed``'s behavior, equal for equal ``action`` (as ``_Uniform``)."""
+  action: int
+
+  def __call__(self, key, phi_all, h):
+    del key, phi_all, h
+    return jnp.asarray(self.action, jnp.int32)
+
+
+def uniform(num_actions: int) -> Callable:
+  """Uniform over the ``num_actions`` actions (the DRPVI paper's behavior on the linear MDP).
+
+  Two calls with the same ``num_actions`` give equal behaviors, so ``collect`` compiles once for
+  both."""
+  return _Uniform(check_int("num_actions", num_actions))
 
 
 def fixed(action: int) -> Callable:
   """Always ``action``, a 0-based action index ``>= 0`` (the R2PVI put-option code always holds;
-  ``collect`` checks it against the environment's ``[0, A - 1]``)."""
-  action = _checks.integer("action", action, 0)
-
-  def behavior(key, phi_all, h):
-    del key, phi_all, h
-    return jnp.asarray(action, jnp.int32)
-
-  behavior.action = action
-  return behavior
+  ``collect`` checks it against the environment's ``[0, A - 1]``). Equal for equal ``action``
+  (one compiled ``collect``, as ``uniform``)."""
+  return _Fixed(_checks.integer("action", action, 0))
 
 
 def epsilon_greedy(agent, qf, epsilon) -> Callable:
