@@ -72,8 +72,9 @@ def test_reproduce_dimension_smoke(tmp_path):
   """``drjax reproduce dimension --grid smoke`` through ``drjax.cli.main`` in this process, at
   JAX's default precision as the command runs in a new process (float32: the study's sweeps take
   JAX's current default dtype)."""
-  from drjax import cli  # pylint: disable=g-import-not-at-top
   import sweep_cli  # tests/sweep_cli.py  pylint: disable=g-import-not-at-top
+
+  from drjax import cli  # pylint: disable=g-import-not-at-top
   out = str(tmp_path / "r")
   with sweep_cli.x64(False):
     assert cli.main(["reproduce", "dimension", "--grid", "smoke", "--out", out, "--quiet"]) == 0

@@ -423,12 +423,13 @@ def test_docs_example_runs(tmp_path):
   # a new process: float32 and implicit rank promotion allowed (conftest sets x64 and "raise").
   import contextlib  # pylint: disable=g-import-not-at-top
   import io  # pylint: disable=g-import-not-at-top
+
   import sweep_cli  # tests/sweep_cli.py  pylint: disable=g-import-not-at-top
   script = tmp_path / "block.py"
   script.write_text(blocks[0])
   out = io.StringIO()
   with sweep_cli.x64(False), jax.numpy_rank_promotion("allow"), contextlib.redirect_stdout(out):
-    exec(compile(blocks[0], str(script), "exec"),  # pylint: disable=exec-used
+    exec(compile(blocks[0], str(script), "exec"),  # noqa: S102  pylint: disable=exec-used
          {"__name__": "__main__"})
   assert out.getvalue().split()[0] == "648"
 

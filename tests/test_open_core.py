@@ -237,10 +237,11 @@ def _drjax(*args, cwd):
   import contextlib  # pylint: disable=g-import-not-at-top
   import io  # pylint: disable=g-import-not-at-top
   import types  # pylint: disable=g-import-not-at-top
+
   from drjax import cli  # pylint: disable=g-import-not-at-top
   # pylint: disable=protected-access
-  now = dict(registry=dict(registry._REGISTRY), sources=dict(registry._SOURCES),
-             loaded=dict(plugins._LOADED), plugin_sources=dict(plugins._SOURCES))
+  now = {"registry": dict(registry._REGISTRY), "sources": dict(registry._SOURCES),
+         "loaded": dict(plugins._LOADED), "plugin_sources": dict(plugins._SOURCES)}
   x64, flags, here = jax.config.jax_enable_x64, os.environ.get("XLA_FLAGS"), os.getcwd()
   err = io.StringIO()
   _set_registry(_FRESH)
