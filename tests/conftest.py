@@ -53,8 +53,9 @@ def pytest_unconfigure(config):
 # other than `load` is honoured. (`--dist loadgroup` would do the grouping with xdist_group marks,
 # but with pytest >= 9.2 it silently stops grouping: pytest-xdist issue #1386.)
 SHARED_WORKER_FILES = ("test_reproduce.py", "test_sweeps.py")
-SLOW_FILES_FIRST = ("test_notebooks.py", "test_readme.py", "test_bench.py", "test_sensitivity.py",
-                    "test_gradient_audit.py", "test_agents.py", "test_engine.py")
+SLOW_FILES_FIRST = ("test_shifts.py", "test_notebooks.py", "test_readme.py", "test_bench.py",
+                    "test_dimension.py", "test_sensitivity.py", "test_gradient_audit.py",
+                    "test_agents.py", "test_engine.py")
 
 
 def pytest_collection_modifyitems(items):
