@@ -371,13 +371,16 @@ def _per_factor_fn(value_fn):
   return jax.vmap(value_fn, in_axes=(0, None, 0))
 
 
-@_programs.cached
-def _kl_constrained_factor_fn(tol: float, bracket: tuple, grid_size: int):
-  """``kl_constrained_value`` over the d factors, one object per search setting."""
+def _kl_constrained_factor_fn(tol, bracket, grid_size):
+  """``kl_constrained_value`` over the d factors at one search setting."""
   def value_fn(mu, v, r):
     return regularized.kl_constrained_value(mu, v, r, tol=tol, bracket=bracket,
                                             grid_size=grid_size)[0]
   return jax.vmap(value_fn, in_axes=(0, None, 0))
+
+
+# One function per hashable setting, so the compiled planner is reused across calls.
+_kl_constrained_factor_fn_cached = _programs.cached(_kl_constrained_factor_fn)
 
 
 @exact_matmuls
@@ -479,20 +482,12 @@ def _kl_constrained_setup(model: LinearModel, rho, tol, bracket, grid_size):
   validate_kl_radius(rho, H, d)
   regularized.kl_constrained_num_iterations(tol, bracket, grid_size)  # validates tol / bracket
   dtype = jnp.result_type(model.phi, model.mu, model.reward)
-  try:  # hashable Python numbers: one function per setting, so the compiled planner is reused
-    key = (float(tol), tuple(float(b) for b in bracket), int(grid_size))
-    hashable = key == (tol, tuple(bracket), grid_size)
-  except TypeError:
-    hashable = False
-  if hashable:
-    return _kl_constrained_factor_fn(tol, tuple(bracket), grid_size), _factor_table(rho, H, d,
-                                                                                     dtype)
-
-  def value_fn(mu, v, r):
-    return regularized.kl_constrained_value(mu, v, r, tol=tol, bracket=bracket,
-                                            grid_size=grid_size)[0]
-
-  return jax.vmap(value_fn, in_axes=(0, None, 0)), _factor_table(rho, H, d, dtype)
+  bracket = tuple(bracket)
+  try:
+    fn = _kl_constrained_factor_fn_cached(tol, bracket, grid_size)
+  except TypeError:  # an unhashable setting (a JAX array): a function for this call only
+    fn = _kl_constrained_factor_fn(tol, bracket, grid_size)
+  return fn, _factor_table(rho, H, d, dtype)
 
 
 @exact_matmuls
