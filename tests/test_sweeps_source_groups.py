@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from drjax import sweeps
-from drjax.sweeps import grid, storage
+from drjax.sweeps import config as sweep_config, grid, storage
 
 CFG = dict(env="linear-mdp", agents=("dr-lsvi-ucb", "lsvi-ucb"), seeds=3, episodes=4,
            rho=(0.0, 0.5), rho_at=((0, 3),), beta=(1.0, 2.0),
@@ -75,7 +75,7 @@ def test_small_groups_share_chunks_and_a_rerun_of_chosen_seeds_keeps_the_mode():
 def test_a_directory_from_the_old_settings_order_is_refused_before_anything_runs(tmp_path):
   cfg = sweeps.validate(sweeps.SweepConfig(**CFG))
   # what an earlier drjax stored: the same config, hashed without the settings-order salt
-  old_hash = hashlib.sha256(storage._canonical(cfg.to_dict()).encode()).hexdigest()[:16]
+  old_hash = hashlib.sha256(sweep_config._canonical(cfg.to_dict()).encode()).hexdigest()[:16]
   assert old_hash != storage.config_hash(cfg)
   out = tmp_path / "old"
   os.makedirs(out / "chunks")
@@ -91,7 +91,7 @@ def test_a_directory_from_the_old_settings_order_is_refused_before_anything_runs
 
 def test_without_a_swept_source_parameter_the_hash_is_unsalted():
   cfg = sweeps.validate(sweeps.SweepConfig(**{**CFG, "env_params": {"xi_norm": (0.1,)}}))
-  plain = hashlib.sha256(storage._canonical(cfg.to_dict()).encode()).hexdigest()[:16]
+  plain = hashlib.sha256(sweep_config._canonical(cfg.to_dict()).encode()).hexdigest()[:16]
   assert storage.config_hash(cfg) == plain  # directories of such sweeps resume as before
 
 

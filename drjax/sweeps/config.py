@@ -324,12 +324,6 @@ def make_env(config: SweepConfig):
     raise _Error("env_args", str(e)) from None
 
 
-def _behavior(config: SweepConfig, env):
-  """The behavior policy of ``config.behavior`` (``ValueError`` naming ``behavior``):
-  ``drjax.policies.parse`` (cached, so equal strings share one compiled chunk program)."""
-  return behavior_of(config, env)[0]
-
-
 def behavior_of(config: SweepConfig, env) -> tuple:
   """``(behavior, provenance)`` of ``config.behavior`` (``drjax.policies.parse``); the
   provenance (spec, kind, eps, mixture weights, policy files with their SHA-256) goes to
@@ -338,21 +332,15 @@ def behavior_of(config: SweepConfig, env) -> tuple:
   return policies.parse(config.behavior, env)
 
 
-def data_provenance(config: SweepConfig, env) -> dict | None:
+def _data_provenance(config: SweepConfig, env, specs: dict, behavior: dict) -> dict | None:
   """``sweep.json``'s ``data`` entry for a sweep with offline agents (else ``None``): the
-  behavior's provenance and the dataset sizes (``trajectories``; VA-DRPVI also collects an
-  independent pilot of the same size)."""
-  return _data_provenance(config, env, {a: registry.get(a) for a in config.agents})
-
-
-def _data_provenance(config: SweepConfig, env, specs: dict, behavior=None) -> dict | None:
-  """``data_provenance`` with the agents' specs (and the behavior's provenance) at hand."""
+  behavior's provenance (``behavior_of(...)[1]``) and the dataset sizes (``trajectories``;
+  VA-DRPVI also collects an independent pilot of the same size). ``specs``: the agents'
+  ``AgentSpec``s."""
   offline = [a for a in config.agents if specs[a].kind == "offline"]
   if not offline:
     return None
   pilot = [a for a in offline if getattr(registry.make(a, env), "needs_pilot", False)]
-  if behavior is None:
-    behavior = behavior_of(config, env)[1]
   return {"behavior": behavior, "trajectories": list(config.trajectories),
           "collected_per_seed": max(config.trajectories), "pilot_agents": pilot,
           "seeds": config.seeds}
@@ -976,7 +964,7 @@ class ResolvedSweep:
       ``tie_break``, the reward source, the capacity of online agents).
     behavior: the offline agents' behavior policy (``drjax.policies.parse`` of
       ``config.behavior``; parsed for every config, as ``validate`` checks it).
-    data: ``sweep.json``'s ``data`` entry (``data_provenance``), or None without offline agents.
+    data: ``sweep.json``'s ``data`` entry (``_data_provenance``), or None without offline agents.
     target_mode: ``target_mode(config)``: how the chunk program builds the targets.
     targets: ``target_values(config.targets)`` (float64, as typed), or None.
     axes: ``{agent: {"beta": values, "lam": values}}`` (``agent_axis``; ``(nan,)`` for an agent
@@ -991,8 +979,12 @@ class ResolvedSweep:
     source_defaults: the environment's default source parameters as typed (float64; empty for an
       environment whose instances are sampled).
     sampled: whether the source params are sampled from an ``instance`` seed (``sampled``).
-    rewards: ``((agent, reward source), ...)`` (``grid.reward_sources``).
-    widths: ``((agent, width), ...)`` (``grid.agent_widths``).
+    rewards: ``((agent, reward source), ...)``: ``"theta"`` (the environment's reward
+      parameters) or ``"regressed"`` (``registry.reward_source``; ``None`` for a plugin that
+      declares none).
+    widths: ``((agent, width), ...)``: each agent's bonus (online) or penalty (offline) width
+      as built (``pieces.width_name``: ``"paper"``, ``"notebook"``, ``"ellipsoid"`` or a custom
+      width's ``module.qualname``; ``None`` for an agent whose config names none).
     policy_files: the SHA-256 of each policy file the behavior names (``policy_file_hashes``).
     config_dict: ``config.to_dict()``, what ``sweep.json`` and the results' metadata record.
     hash: the sweep's identity (``storage.config_hash``), in its chunk files and ``sweep.json``.

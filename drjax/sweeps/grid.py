@@ -13,9 +13,8 @@ import numpy as np
 
 from drjax.agents import registry
 from drjax.envs.base import FiniteEnvironment
-from drjax.sweeps.config import (ResolvedSweep, SweepConfig, _make_agent, _reward_source,
-                                 _resolved, _width_name, make_env,
-                                 reward_option)  # noqa: F401  (re-exported: program, saving)
+from drjax.sweeps.config import (ResolvedSweep, SweepConfig, _make_agent, _resolved,  # noqa: F401
+                                 make_env, reward_option)  # (re-exported: program, saving)
 
 
 class _Grid(NamedTuple):
@@ -35,22 +34,6 @@ class _Grid(NamedTuple):
   size: np.ndarray       # [S] dataset size N of offline settings (0 for online agents)
   reg_weight: np.ndarray  # [S, H, d] regularization weights (1 for agents without one)
   hparams: dict = {}     # name -> [S] values of the agent's ``SweepConfig.hparams`` axes
-
-
-def reward_sources(agents, env) -> tuple:
-  """``((agent, source), ...)``: the reward source each agent's runs use, ``"theta"`` (the
-  environment's reward parameters) or ``"regressed"`` (``registry.reward_source``; ``None`` for a
-  plugin that declares none). Recorded in ``sweep.json`` / the results' metadata (``layout``)."""
-  return tuple((a, _reward_source(a, env)) for a in agents)
-
-
-def agent_widths(config: SweepConfig, env) -> tuple:
-  """``((agent, width), ...)``: the width of each agent's bonus (online, ``config.bonus``) or
-  penalty (offline, ``config.penalty``) as built for the sweep (``pieces.width_name``:
-  ``"paper"``, ``"notebook"``, ``"ellipsoid"`` or a custom width's ``module.qualname``; ``None``
-  for an agent whose config names none). Recorded in ``sweep.json`` (``layout.width``): the
-  config's ``bonus`` is the setting, this is what each agent ran."""
-  return tuple((a, _width_name(_make_agent(a, config, env))) for a in config.agents)
 
 
 def _rho_array(config: SweepConfig, H: int, d: int, r) -> np.ndarray:
@@ -146,9 +129,9 @@ class Layout:
     chunks: global list of ``(agent_index, first_run, num_runs)``.
     groups: the number of source groups (swept source-parameter combinations; 1 when none).
     grouped: per agent, whether its chunks are cut at source-group boundaries.
-    rewards: per agent ``(name, reward source)`` (``reward_sources``): ``"regressed"`` where the
+    rewards: per agent ``(name, reward source)`` (``ResolvedSweep.rewards``): ``"regressed"`` where the
       environment's reward is unknown (``env.reward_known`` False) or the agent's default is.
-    widths: per agent ``(name, width)`` (``agent_widths``): the bonus / penalty width it ran.
+    widths: per agent ``(name, width)`` (``ResolvedSweep.widths``): the bonus / penalty width it ran.
   """
 
   chunk: int

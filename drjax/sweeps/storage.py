@@ -108,10 +108,6 @@ def _data_meta(rs: ResolvedSweep) -> dict:
   return {} if rs.data is None else {"data": rs.data}
 
 
-def _canonical(obj) -> str:
-  return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-
-
 def _git_revision() -> dict:
   here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   if not os.path.exists(os.path.join(here, ".git")):

@@ -8,9 +8,9 @@ import os
 import numpy as np
 
 from drjax import _io
-from drjax.sweeps.config import ResolvedSweep, SweepConfig
+from drjax.sweeps.config import ResolvedSweep, SweepConfig, _canonical
 from drjax.sweeps.grid import Layout
-from drjax.sweeps.storage import _canonical, _temp_path
+from drjax.sweeps.storage import _temp_path
 
 
 # Rows per Parquet row group (and CSV write): fixed, so the files do not depend on the chunking.
