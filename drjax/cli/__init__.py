@@ -160,6 +160,17 @@ def main(argv=None) -> int:
 
 
 def console_main() -> None:
-  """The ``drjax`` console script (and ``python -m drjax.cli``): ``sys.exit(main())``."""
-  sys.exit(main())
+  """The ``drjax`` console script (and ``python -m drjax.cli``): ``sys.exit(main())``.
+
+  A command stopped by Ctrl-C catches the ``KeyboardInterrupt`` and returns 130. CPython (3.11,
+  3.12) records a ``KeyboardInterrupt`` that leaves a string ``exec``/``eval`` (``dataclasses``
+  and ``namedtuple`` build their methods that way, e.g. while a lazily imported module loads) as
+  unhandled even when a caller catches it, and under ``python -m`` then ends the process with
+  SIGINT (return code -2) instead of the code returned. That record is reset at the start of every
+  string evaluation, so one empty evaluation after ``main`` returned (every interrupt was handled
+  by then) keeps the exit code the command chose.
+  """
+  code = main()
+  exec("pass", {})  # pylint: disable=exec-used
+  sys.exit(code)
 
