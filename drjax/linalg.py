@@ -18,6 +18,8 @@ stays float32 even under ``jax_enable_x64``.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -268,12 +270,22 @@ def _prefix_sum(x: Array) -> Array:
   return jax.lax.associative_scan(jnp.add, x, axis=1)
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _max_at_argmax(x: Array, axis: int = -1) -> Array:
-  """``jnp.max(x, axis)``, read at the argmax: the same value, a derivative without comparisons.
+  """``jnp.max(x, axis)``, differentiated at the argmax: the same value, a derivative without
+  comparisons.
 
   ``jnp.max``'s derivative is ``sum(t * (x == max)) / count(x == max)``. Under ``jit`` XLA may
   compute ``x`` twice (into the max and into the comparison, in different fusions) a rounding
-  apart; then no entry equals the max and the derivative is 0 / 0 = NaN (issue 37). The gather's
-  derivative is that of the first maximiser (``jnp.max`` averages exactly tied ones)."""
+  apart; then no entry equals the max and the derivative is 0 / 0 = NaN (issue 37). Here the
+  tangent is read at the first maximiser (``jnp.max`` averages exactly tied ones). The value is a
+  plain reduction: a program that does not differentiate pays no argmax (on XLA's CPU a variadic
+  argmax reduction plus a gather costs several times a max)."""
+  return jnp.max(x, axis=axis)
+
+
+@_max_at_argmax.defjvp
+def _max_at_argmax_jvp(axis, primals, tangents):
+  (x,), (t,) = primals, tangents
   j = jnp.expand_dims(jnp.argmax(x, axis=axis), axis)
-  return jnp.squeeze(jnp.take_along_axis(x, j, axis=axis), axis)
+  return jnp.max(x, axis=axis), jnp.squeeze(jnp.take_along_axis(t, j, axis=axis), axis)

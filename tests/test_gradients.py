@@ -55,3 +55,26 @@ def test_grad_through_a_finished_runs_plan_wrt_rho_beta_lam():
                              rtol=1e-4, atol=1e-7)
   np.testing.assert_allclose(g[1], _fd(lambda b: q_x1(hp.rho, b, hp.lam), hp.beta), rtol=1e-5)
   np.testing.assert_allclose(g[2], _fd(lambda l: q_x1(hp.rho, hp.beta, l), hp.lam), rtol=1e-4)
+
+
+def test_max_at_argmax_value_derivative_and_program():
+  """``linalg._max_at_argmax``: the value of ``max``, the derivative of the first maximiser
+  (hand-computed: a one-hot row; finite differences away from ties; no NaN at an exact tie or
+  at XLA's default level), and a forward program with no argmax in it (the engine's speed: on
+  XLA's CPU a variadic argmax reduction costs several times a max)."""
+  from drjax import linalg  # pylint: disable=g-import-not-at-top
+  x = np.array([[0.3, 2.0, 2.0, -1.0], [5.0, -2.0, 1.0, 4.5]], np.float32)
+  f = lambda v: jnp.sum(linalg._max_at_argmax(v, axis=-1) * jnp.array([1.0, 3.0]))  # pylint: disable=protected-access
+  np.testing.assert_array_equal(linalg._max_at_argmax(jnp.asarray(x), axis=-1), x.max(-1))  # pylint: disable=protected-access
+  np.testing.assert_array_equal(linalg._max_at_argmax(jnp.asarray(x), axis=0), x.max(0))  # pylint: disable=protected-access
+  want = np.zeros_like(x)
+  want[0, 1], want[1, 0] = 1.0, 3.0  # the tie in row 0: the first maximiser only
+  jitted = jax.jit(jax.grad(f), compiler_options={"xla_backend_optimization_level": 3})
+  for g in (jax.grad(f)(jnp.asarray(x)), jitted(jnp.asarray(x))):
+    np.testing.assert_array_equal(g, want)
+  y = np.array([0.1, 0.7, -0.4], np.float64)  # no tie: finite differences coordinate by coordinate
+  g = jax.grad(lambda v: linalg._max_at_argmax(v))(jnp.asarray(y))  # pylint: disable=protected-access
+  fd = [(np.max(y + e) - np.max(y - e)) / 2e-6 for e in np.eye(3) * 1e-6]
+  np.testing.assert_allclose(g, fd, atol=1e-6)
+  forward = str(jax.make_jaxpr(lambda v: linalg._max_at_argmax(v, axis=-1))(jnp.asarray(x)))  # pylint: disable=protected-access
+  assert "argmax[" not in forward and "reduce_max[" in forward, forward
