@@ -110,6 +110,23 @@ def _check_load(res):
   assert _pos(res["wall_s"])
 
 
+def _check_source(res):
+  """The code that ran: in a git checkout, its commit and the changed files, read by git here."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(bench.__file__)))
+  root = os.path.dirname(root)
+  if not os.path.isdir(os.path.join(root, ".git")):
+    assert "source_commit" not in res
+    return
+  git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True,
+                                  check=True).stdout
+  assert res["source_commit"] == git("rev-parse", "HEAD").strip()
+  changed = {ln[3:] for ln in git("status", "--porcelain").splitlines()}
+  got = {ln[3:] for ln in res["source_changes"]}
+  assert got <= changed and all(p.startswith(("drjax/", "benchmarks/")) for p in got), got
+  assert {p for p in changed if p.startswith("drjax/")} <= got, (changed, got)
+
+
 def _check_main_and_machine(run):
   res = run[0]
   assert res["quick"] is True
@@ -120,6 +137,7 @@ def _check_main_and_machine(run):
   assert m["cores"] >= 1 and m["jax"] == jax.__version__
   assert "--xla_cpu_multi_thread_eigen=false" in m["XLA_FLAGS"]  # set by conftest / drjax
   assert _pos(res["total_s"])
+  _check_source(res)
   for b in res["benchmarks"].values():
     _check_load(b)
     assert len(b["attempts"]) == 1 and b["attempts"][0]["kept"]  # quick: never rerun

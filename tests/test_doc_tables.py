@@ -77,7 +77,7 @@ def _copy(tmp_path):
 
 def test_a_changed_result_file_makes_the_tables_stale(tmp_path):
   root = _copy(tmp_path)
-  path = os.path.join(root, "benchmarks/results/intel-xeon-2c-engine-entry-2.json")
+  path = os.path.join(root, "benchmarks/results/intel-xeon-2c-engine-current-2.json")
   with open(path, encoding="utf-8") as f:
     d = json.load(f)
   d["benchmarks"]["engine"]["workloads"]["linear_1x3000"]["speedup_vs_best_numpy"] = 99.0

@@ -192,9 +192,10 @@ def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: fl
 def next_values(q_fn: Callable, nphi: Array, nfail: Array, mask: Array | None = None) -> Array:
   """``[n]`` ``V_{h+1}(x_n) = max_a Q_{h+1}(x_n, a)`` at atoms (0 where ``mask`` is False).
 
-  Read at the argmax (``linalg._max_at_argmax``), not by ``jnp.max``, whose derivative divides by
-  the count of entries equal to the max: XLA may compute ``Q`` twice a rounding apart, and then
-  the count is 0 and the gradient NaN (issue 37: PEVI's fitted value in float32 at level 0)."""
+  ``linalg._max_at_argmax``: a plain max whose derivative is the first maximiser's, not
+  ``jnp.max``'s, which divides by the count of entries equal to the max: XLA may compute ``Q``
+  twice a rounding apart, and then the count is 0 and the gradient NaN (issue 37: PEVI's fitted
+  value in float32 at level 0)."""
   v = linalg._max_at_argmax(q_fn(nphi, nfail), axis=-1)
   return v if mask is None else jnp.where(mask, v, 0.0)
 

@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 # pylint: disable=unused-import
 from drjax.bench.compiles import CompileStats, count_compiles  # noqa: E402,F401
 from drjax.bench.machine import (  # noqa: E402,F401
-    _cpu_model, _num_cores, machine_info, short_machine_name)
+    _cpu_model, _num_cores, machine_info, short_machine_name, source_info)
 from drjax.bench.report import _fmt, _load_line, _table, format_report  # noqa: E402,F401
 from drjax.bench.reproduce_bench import (  # noqa: E402,F401
     REFERENCE, _drjax_command, cold_env, reproduce_all)
@@ -163,7 +163,7 @@ def main(quick: bool = False, json_path: str | None = None, *, only=None,
     raise ValueError(f"unknown benchmarks {unknown}; choose from {list(BENCHMARKS)}")
   t0 = time.perf_counter()
   results = {"quick": quick, "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-             "machine": machine_info(), "benchmarks": {}, "waited_s": {}}
+             "machine": machine_info(), **source_info(), "benchmarks": {}, "waited_s": {}}
   for name in names:
     attempts = []
     for attempt in range(max(1, max_attempts)):

@@ -93,7 +93,7 @@ def _size(w):
 
 # The sittings of `drjax bench --only engine` (three runs each) the engine-entry table shows: the
 # latest first (its times), then an earlier one (its ratios, for comparison).
-ENGINE_ENTRY = ("intel-xeon-2c-engine-entry", "amd-epyc-2c-engine-entry")
+ENGINE_ENTRY = ("intel-xeon-2c-engine-current", "intel-xeon-2c-engine-entry")
 
 
 def _engine_runs(root, prefix):
@@ -126,10 +126,14 @@ def engine_entry(root):
             "the times are upper bounds and the ratios noisy.")
   code = runs[0].get("source_commit")
   code = f" at commit `{code[:7]}`" if code else ""
+  was = before[0].get("source_commit")
+  was = f" at `{was[:7]}`" if was else ""
+  busy_was = [r["benchmarks"]["engine"].get("others_cores_busy") for r in before]
+  quiet = " with no other load" if all(b is not None and b < 0.25 for b in busy_was) else ""
   return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}){code}, drjax called "
           f"through `drjax.sweep`, the range over {len(runs)} runs of `drjax bench --only engine` "
           f"(`{RESULTS}/{ENGINE_ENTRY[0]}-{{1,2,3}}.json`).{load} The last column: the ratios of "
-          f"{len(before)} earlier runs on `{earlier}` with no other load "
+          f"{len(before)} earlier runs on `{earlier}`{was}{quiet} "
           f"(`{ENGINE_ENTRY[1]}-{{1,2,3}}.json`).")
 
 

@@ -67,3 +67,22 @@ def machine_info() -> dict:
       "jax_enable_x64": bool(jax.config.jax_enable_x64),
       "default_float": str(jnp.result_type(float)),
   }
+
+
+def source_info() -> dict:
+  """The code a benchmark ran: ``{"source_commit", "source_changes"}`` when drjax is imported from
+  a git checkout (the commit, and the package or benchmark files that differ from it, with
+  ``git status --porcelain``'s two-letter codes), else ``{}`` (an installed wheel)."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  if not os.path.isdir(os.path.join(root, ".git")):
+    return {}
+  try:
+    head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True, timeout=30).stdout.strip()
+    status = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "drjax",
+                             "benchmarks/*.py"], capture_output=True, text=True, check=True,
+                            timeout=30).stdout
+  except (OSError, subprocess.SubprocessError):
+    return {}
+  return {"source_commit": head, "source_changes": [ln.rstrip() for ln in status.splitlines()]}
