@@ -106,17 +106,22 @@ def engine_entry(root):
   sitting; the ratios of an earlier one beside them)."""
   runs, before = (_engine_runs(root, p) for p in ENGINE_ENTRY)
   rows = []
+  all_ws = [r["benchmarks"]["engine"]["workloads"][k] for r in runs for k, _ in WORKLOADS]
+  cpu = all("speedup_cpu_vs_best_numpy" in w for w in all_ws)  # recorded since 2026-12-06
   for key, what in WORKLOADS:
     ws = [r["benchmarks"]["engine"]["workloads"][key] for r in runs]
     was = [r["benchmarks"]["engine"]["workloads"][key]["speedup_vs_best_numpy"] for r in before]
-    rows.append((what, _size(ws[0]),
-                 _range([w["drjax"]["warm_s"] for w in ws], lambda x: _sig(x, 2)),
-                 _range([w["numpy_best_s"] for w in ws], lambda x: _sig(x, 2)),
-                 "**" + _range([w["speedup_vs_best_numpy"] for w in ws], _ratio) + "**",
-                 _range(was, _ratio)))
+    row = [what, _size(ws[0]),
+           _range([w["drjax"]["warm_s"] for w in ws], lambda x: _sig(x, 2)),
+           _range([w["numpy_best_s"] for w in ws], lambda x: _sig(x, 2)),
+           "**" + _range([w["speedup_vs_best_numpy"] for w in ws], _ratio) + "**"]
+    if cpu:
+      row.append(_range([w["speedup_cpu_vs_best_numpy"] for w in ws], _ratio))
+    rows.append(tuple(row + [_range(was, _ratio)]))
   machine, earlier = runs[0]["machine"]["name"], before[0]["machine"]["name"]
-  table = _table(("workload", "seeds x episodes", "drjax warm s", "best NumPy s",
-                  "drjax vs best NumPy", f"earlier, on `{earlier}`"), rows)
+  head = ["workload", "seeds x episodes", "drjax warm s", "best NumPy s", "drjax vs best NumPy"]
+  head += ["in CPU s"] if cpu else []
+  table = _table(tuple(head + [f"earlier, on `{earlier}`"]), rows)
   busy = [r["benchmarks"]["engine"].get("others_cores_busy") for r in runs]
   busy = [b for b in busy if b is not None]
   load = ""
@@ -132,7 +137,10 @@ def engine_entry(root):
   quiet = " with no other load" if all(b is not None and b < 0.25 for b in busy_was) else ""
   return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}){code}, drjax called "
           f"through `drjax.sweep`, the range over {len(runs)} runs of `drjax bench --only engine` "
-          f"(`{RESULTS}/{ENGINE_ENTRY[0]}-{{1,2,3}}.json`).{load} The last column: the ratios of "
+          f"(`{RESULTS}/{ENGINE_ENTRY[0]}-{{1,2,3}}.json`).{load}"
+          + (" In CPU s: the ratio of process CPU seconds (XLA splits some loops over the cores, "
+             "NumPy runs on one)." if cpu else "")
+          + " The last column: the ratios of "
           f"{len(before)} earlier runs on `{earlier}`{was}{quiet} "
           f"(`{ENGINE_ENTRY[1]}-{{1,2,3}}.json`).")
 

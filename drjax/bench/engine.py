@@ -109,13 +109,15 @@ def rss_child(name: str, sizes: dict) -> dict:
   run, _, _ = drjax_runner(kind, seeds, episodes, extra)
   r = run(jax.random.PRNGKey(0))
   cold = time.perf_counter() - t0
-  warm = []
+  warm, cpu = [], []
   for i in range(2):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = run(jax.random.PRNGKey(i + 1))
     warm.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
   mean, se = _mean_se(r)
   return {"cold_s": cold, "warm_s": statistics.median(warm), "compile_s": cold - min(warm),
+          "warm_cpu_s": statistics.median(cpu),
           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
           "mean_return": mean, "stderr": se}
 
@@ -149,6 +151,7 @@ def engine(quick: bool = False, *, full: bool = False, reps: int = 5, only=None,
         continue
       child = json.loads(proc.stdout.strip().splitlines()[-1])
       row["drjax"] = {"warm_s": child["warm_s"], "compile_s": child["compile_s"],
+                      "warm_cpu_s": child["warm_cpu_s"],
                       "peak_rss_mb": child["peak_rss_mb"],
                       "peak_rss_mb_per_seed": child["peak_rss_mb"] / seeds,
                       "mean_return": child["mean_return"], "stderr": child["stderr"]}
@@ -158,7 +161,7 @@ def engine(quick: bool = False, *, full: bool = False, reps: int = 5, only=None,
       t0 = time.perf_counter()
       r = run(jax.random.PRNGKey(0))
       cold = time.perf_counter() - t0
-      drjax_times = []
+      drjax_times, drjax_cpu = [], []
       mean, se = _mean_se(r)
       row["drjax"] = {"mean_return": mean, "stderr": se}
     baselines = {}
@@ -166,7 +169,7 @@ def engine(quick: bool = False, *, full: bool = False, reps: int = 5, only=None,
       if form in NUMPY_SKIP.get(name, ()):
         continue
       try:
-        baselines[form] = (numpy_runner(kind, seeds, episodes, extra, form), [])
+        baselines[form] = (numpy_runner(kind, seeds, episodes, extra, form), [], [])
       except ImportError as e:  # numpy_ref missing: report drjax alone
         row["numpy_error"] = str(e)
     # Interleaved: drjax, numpy forms, drjax, ... Each turn runs its implementation twice in a
@@ -176,26 +179,33 @@ def engine(quick: bool = False, *, full: bool = False, reps: int = 5, only=None,
     for i in range(reps):
       if drjax_times is not None:
         run(jax.random.PRNGKey(1000 + i))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run(jax.random.PRNGKey(100 + i))
         drjax_times.append(time.perf_counter() - t0)
-      for form, (fn, times) in baselines.items():
+        drjax_cpu.append(time.process_time() - c0)
+      for form, (fn, times, cpu) in baselines.items():
         fn(1000 + i)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn(100 + i)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         if i == 0:
           m, s = _mean_se(out)
           row.setdefault("numpy", {})[form] = {"mean_return": m, "stderr": s}
     if drjax_times is not None:
       warm = statistics.median(drjax_times)
-      row["drjax"].update(warm_s=warm, compile_s=max(0.0, cold - min(drjax_times)))
-    for form, (_, times) in baselines.items():
-      row["numpy"][form]["s"] = statistics.median(times)
+      row["drjax"].update(warm_s=warm, compile_s=max(0.0, cold - min(drjax_times)),
+                          warm_cpu_s=statistics.median(drjax_cpu))
+    for form, (_, times, cpu) in baselines.items():
+      row["numpy"][form].update(s=statistics.median(times), cpu_s=statistics.median(cpu))
     if row.get("numpy"):
       best = min(v["s"] for v in row["numpy"].values())
       row["numpy_best_s"] = best
       row["speedup_vs_best_numpy"] = best / row["drjax"]["warm_s"]
+      # Process CPU seconds (every thread): XLA's CPU backend splits some loops over the cores,
+      # NumPy's kernels run on one (OpenBLAS at one thread), so wall and CPU ratios differ.
+      row["numpy_best_cpu_s"] = min(v["cpu_s"] for v in row["numpy"].values())
+      row["speedup_cpu_vs_best_numpy"] = row["numpy_best_cpu_s"] / row["drjax"]["warm_cpu_s"]
       d = row["drjax"]
       for form, v in row["numpy"].items():
         diff = abs(v["mean_return"] - d["mean_return"])
@@ -211,6 +221,7 @@ def _short(row):
   if "numpy_best_s" in row:
     out["numpy_best_s"] = round(row["numpy_best_s"], 4)
     out["speedup"] = round(row["speedup_vs_best_numpy"], 2)
+    out["speedup_cpu"] = round(row["speedup_cpu_vs_best_numpy"], 2)
   if "peak_rss_mb" in row.get("drjax", {}):
     out["peak_rss_mb"] = round(row["drjax"]["peak_rss_mb"])
   return out
