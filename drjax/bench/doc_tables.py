@@ -121,7 +121,8 @@ def engine_entry(root):
   machine, earlier = runs[0]["machine"]["name"], before[0]["machine"]["name"]
   head = ["workload", "seeds x episodes", "drjax warm s", "best NumPy s", "drjax vs best NumPy"]
   head += ["in CPU s"] if cpu else []
-  table = _table(tuple(head + [f"earlier, on `{earlier}`"]), rows)
+  same = earlier == machine
+  table = _table(tuple(head + ["earlier" if same else f"earlier, on `{earlier}`"]), rows)
   busy = [r["benchmarks"]["engine"].get("others_cores_busy") for r in runs]
   busy = [b for b in busy if b is not None]
   load = ""
@@ -135,14 +136,14 @@ def engine_entry(root):
   was = f" at `{was[:7]}`" if was else ""
   busy_was = [r["benchmarks"]["engine"].get("others_cores_busy") for r in before]
   quiet = " with no other load" if all(b is not None and b < 0.25 for b in busy_was) else ""
-  return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}){code}, drjax called "
-          f"through `drjax.sweep`, the range over {len(runs)} runs of `drjax bench --only engine` "
+  return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}){code}, drjax through "
+          f"`drjax.sweep`, the range over {len(runs)} runs of `drjax bench --only engine` "
           f"(`{RESULTS}/{ENGINE_ENTRY[0]}-{{1,2,3}}.json`).{load}"
-          + (" In CPU s: the ratio of process CPU seconds (XLA splits some loops over the cores, "
-             "NumPy runs on one)." if cpu else "")
-          + " The last column: the ratios of "
-          f"{len(before)} earlier runs on `{earlier}`{was}{quiet} "
-          f"(`{ENGINE_ENTRY[1]}-{{1,2,3}}.json`).")
+          + (" In CPU s: process CPU seconds (XLA splits some loops over both cores; NumPy "
+             "uses one)." if cpu else "")
+          + f" Earlier: the ratios of {len(before)} runs"
+          + (" on the same machine" if same else f" on `{earlier}`")
+          + f"{was}{quiet} (`{ENGINE_ENTRY[1]}-{{1,2,3}}.json`).")
 
 
 def engine_cpu(root):
@@ -408,8 +409,10 @@ def filled_slots(root):
           "`drjax.train.PLAN_BLOCK` set to each block size in turn, each compiled without the "
           "persistent cache (compile: first call minus the median warm call), warm calls "
           f"interleaved with the NumPy baseline's, medians of {reps} in one process per "
-          f"workload; the machine was loaded by other jobs (load average "
-          f"{loads}), so the CPU seconds are the figures to compare ({_link(FILLED_SLOTS)}).")
+          f"workload (load average {loads} at the end, the benchmark's own threads included); "
+          "the CPU seconds are the figures to compare: XLA splits some loops over both cores, "
+          "NumPy runs on one. A compile time is a difference of two calls, within the warm "
+          f"calls' spread where a run takes seconds ({_link(FILLED_SLOTS)}).")
 
 
 FIRST_RESULT = f"{RESULTS}/intel-xeon-2c-first-result.json"
