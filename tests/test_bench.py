@@ -94,6 +94,11 @@ def _check_engine(run):
     assert _pos(v["s"]) and isinstance(v["returns_agree"], bool)
   assert row["speedup_vs_best_numpy"] == pytest.approx(
       min(v["s"] for v in row["numpy"].values()) / row["drjax"]["warm_s"])
+  # Process CPU seconds beside the wall seconds, and their ratio.
+  assert _pos(row["drjax"]["warm_cpu_s"]) and all(_pos(v["cpu_s"]) for v in row["numpy"].values())
+  assert row["numpy_best_cpu_s"] == min(v["cpu_s"] for v in row["numpy"].values())
+  assert row["speedup_cpu_vs_best_numpy"] == pytest.approx(
+      row["numpy_best_cpu_s"] / row["drjax"]["warm_cpu_s"])
   assert "linear_20x100" in run[0]["benchmarks"]["engine"]["markdown"]
 
 
