@@ -118,8 +118,7 @@ def _check_load(res):
 def _check_source(res):
   """The code that ran: in a git checkout, its commit and the changed files, read by git here."""
   import subprocess  # pylint: disable=g-import-not-at-top
-  root = os.path.dirname(os.path.dirname(os.path.abspath(bench.__file__)))
-  root = os.path.dirname(root)
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(bench.__file__))))
   if not os.path.isdir(os.path.join(root, ".git")):
     assert "source_commit" not in res
     return

@@ -73,16 +73,6 @@ def source_info() -> dict:
   """The code a benchmark ran: ``{"source_commit", "source_changes"}`` when drjax is imported from
   a git checkout (the commit, and the package or benchmark files that differ from it, with
   ``git status --porcelain``'s two-letter codes), else ``{}`` (an installed wheel)."""
-  import subprocess  # pylint: disable=g-import-not-at-top
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  if not os.path.isdir(os.path.join(root, ".git")):
-    return {}
-  try:
-    head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True, timeout=30).stdout.strip()
-    status = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "drjax",
-                             "benchmarks/*.py"], capture_output=True, text=True, check=True,
-                            timeout=30).stdout
-  except (OSError, subprocess.SubprocessError):
-    return {}
-  return {"source_commit": head, "source_changes": [ln.rstrip() for ln in status.splitlines()]}
+  from drjax import _git  # pylint: disable=g-import-not-at-top
+  st = _git.state("drjax", "benchmarks/*.py")
+  return {} if st is None else {"source_commit": st[0], "source_changes": st[1]}

@@ -11,12 +11,11 @@ import io
 import json
 import os
 import platform
-import subprocess
 
 import jax
 import numpy as np
 
-from drjax import _io
+from drjax import _git, _io
 from drjax.sweeps.config import (ResolvedSweep, SweepConfig, _identity_hash, _is_int,
                                  policy_file_hashes)
 from drjax.sweeps.errors import SweepError, _Error
@@ -109,17 +108,10 @@ def _data_meta(rs: ResolvedSweep) -> dict:
 
 
 def _git_revision() -> dict:
-  here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  if not os.path.exists(os.path.join(here, ".git")):
+  st = _git.state(untracked=False)
+  if st is None:
     return {"git_revision": None, "git_dirty": None}
-  try:
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                         timeout=10, check=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                           capture_output=True, text=True, timeout=10).stdout.strip() != ""
-    return {"git_revision": rev, "git_dirty": dirty}
-  except (OSError, subprocess.SubprocessError):
-    return {"git_revision": None, "git_dirty": None}
+  return {"git_revision": st[0], "git_dirty": bool(st[1])}
 
 
 def provenance() -> dict:
