@@ -25,7 +25,6 @@ import functools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -42,12 +41,6 @@ import numpy as np  # noqa: E402
 from drjax import train  # noqa: E402
 from drjax.bench import machine  # noqa: E402
 from drjax.bench import numpy_ref_kernels as nk  # noqa: E402
-
-
-def _git():
-  return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                        check=False, cwd=os.path.dirname(os.path.abspath(__file__))
-                        ).stdout.strip() or None
 
 
 def _clock():
@@ -159,7 +152,7 @@ def measure(name, blocks, repeats, log=print):
          "over_whole_capacity": {str(b): {m: med[str(blocks[0])][m] / med[str(b)][m]
                                           for m in ("wall", "cpu")} for b in blocks},
          "returns_identical_to_first_blocks": identical,
-         "load_average_1min": os.getloadavg()[0], "git_revision": _git(),
+         "load_average_1min": os.getloadavg()[0], **machine.source_info(),
          "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
          "mean_return": {"drjax": float(np.mean(ref)), "numpy": float(np.mean(np_out))}}
   short = {k: res[k] for k in ("numpy_over_drjax", "compile_s")}

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -151,14 +150,6 @@ def numpy_plan_from_state(state, K):
 # ---------------------------------------------------------------------------------------------
 
 
-def _git():
-  try:
-    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-  except Exception:  # pylint: disable=broad-except
-    return None
-
-
 def main(argv=None) -> dict:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--seeds", type=int, default=8)
@@ -230,7 +221,7 @@ def main(argv=None) -> dict:
                  "lam": LAM, "repeats": a.repeats, "entry_point": "drjax.sweep"},
       "machine": machine.machine_info(), "jax": jax.__version__, "numpy": np.__version__,
       "gymnax": __import__("importlib.metadata").metadata.version("gymnax"),
-      "git_revision": _git(), "device": str(jax.devices()[0]),
+      **machine.source_info(), "device": str(jax.devices()[0]),
       "seconds": times, "median_s": med, "drjax_compile_s": compile_s,
       "numpy_over_drjax": med["numpy"] / med["drjax"],
       "drjax_over_gymnax": med["drjax"] / med["gymnax"],
