@@ -239,6 +239,48 @@ def test_spd_inverse_unrolled_and_looped():
                                rtol=1e-8, atol=1e-8)
 
 
+
+@pytest.mark.parametrize("sa, sb", [
+    ((16, 4), (4,)),            # Q-values: phi_all [A, d] @ w [d]
+    ((5, 16, 4), (4,)),         # at every next state
+    ((4,), (4, 5)),             # the linear MDP's step: phi [d] @ mu_h [d, S]
+    ((4,), (4,)),               # reward: phi @ theta_h
+    ((3, 4, 5), (5, 7)),        # matrix x matrix, batch broadcast on one side
+    ((2, 1, 3, 8), (4, 8, 2)),  # batch dimensions broadcast against each other, k = 8
+    ((6, 9), (9, 2)),           # k = 9 > UNROLL_MAX_D: a @ b
+])
+def test_small_matmul_equals_matmul_and_unrolls_small_contractions(sa, sb):
+  """``linalg._small_matmul`` against NumPy's float64 ``matmul`` in float64 and float32, its
+  derivative against finite differences, and no ``dot_general`` left for ``k <= 8`` (what makes
+  it faster under vmap) while ``k = 9`` keeps the product."""
+  rng = np.random.default_rng(0)
+  a, b = rng.normal(size=sa), rng.normal(size=sb)
+  want = np.matmul(a, b)
+  got = linalg._small_matmul(jnp.asarray(a), jnp.asarray(b))
+  assert got.shape == want.shape
+  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+  # d/da of sum(w * (a @ b)) is w @ b^T (summed over broadcast axes): check by central FD.
+  w = rng.normal(size=want.shape)
+  f = lambda x: jnp.sum(jnp.asarray(w) * linalg._small_matmul(x, jnp.asarray(b)))  # noqa: E731
+  g = np.asarray(jax.grad(f)(jnp.asarray(a)))
+  idx = tuple(0 for _ in sa)
+  e = np.zeros(sa)
+  e[idx] = 1e-6
+  fd = (float(f(jnp.asarray(a + e))) - float(f(jnp.asarray(a - e)))) / 2e-6
+  np.testing.assert_allclose(g[idx], fd, rtol=1e-6, atol=1e-8)
+  got32 = linalg._small_matmul(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
+  np.testing.assert_allclose(np.asarray(got32), want, rtol=1e-5, atol=1e-5)
+  jaxpr = str(jax.make_jaxpr(jax.vmap(linalg._small_matmul))(
+      jnp.zeros((3,) + sa, jnp.float32), jnp.zeros((3,) + sb, jnp.float32)))
+  assert ("dot_general" in jaxpr) == (sa[-1] > linalg.UNROLL_MAX_D), jaxpr
+
+
+def test_small_matmul_mismatched_shapes_raise_like_matmul():
+  with pytest.raises(TypeError):
+    linalg._small_matmul(jnp.zeros((3, 4)), jnp.zeros((5,)))
+  with pytest.raises(TypeError):
+    jnp.zeros((3, 4)) @ jnp.zeros((5,))
+
 def test_forcing_stats_on_a_continuous_env_names_the_option():
   env = PutOption()
   agent = dr_lsvi_ucb(env.horizon, env.feature_dim, env.num_actions, 5)

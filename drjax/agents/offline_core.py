@@ -213,7 +213,11 @@ def _compose(name: str, hp_type: type, cfg: OfflineConfig, oracle, scale, reward
       return lambda v, mask, h, q_next: pieces.data_min(v, mask)
     if at.all_phi is None:
       raise ValueError("vmin='exact' needs fit(..., model=...) (a finite environment's model)")
-    return lambda v, mask, h, q_next: jnp.min(jnp.max(q_next(at.all_phi[h], at.all_fail), -1))
+    # jnp.min / jnp.max divide their derivative by the count of entries equal to the extremum:
+    # 0 / 0 when XLA computes Q twice a rounding apart (issue 37; R2PVI-KL's fitted value in
+    # reg_weight, float64, -O0, once the Q-values became fused multiply-adds).
+    return lambda v, mask, h, q_next: linalg._min_at_argmin(
+        linalg._max_at_argmax(q_next(at.all_phi[h], at.all_fail), -1), 0)
 
   def pass_(at: _Atoms, theta, hp, orc, vmin_mode: str):
     """One backward induction over atoms; returns the QFunction and the targets ``v [H, n]``

@@ -170,7 +170,7 @@ def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: fl
 
   if known is not None:
     phi_l = phi_all[..., known.learned, :]
-    q_l = phi_l @ w + sign * beta * width_at(phi_l, known.learned)
+    q_l = linalg._small_matmul(phi_l, w) + sign * beta * width_at(phi_l, known.learned)
     if clip:
       q_l = truncate(q_l, top, truncation)
     q_k = known.value(phi_all).astype(q_l.dtype)
@@ -179,9 +179,9 @@ def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: fl
     q = jnp.stack(parts, axis=-1)
   else:
     if wf is d_rectangular:  # linear in phi: one contraction
-      q = phi_all @ (w + sign * beta * sqrt_diag(pinv))
+      q = linalg._small_matmul(phi_all, w + sign * beta * sqrt_diag(pinv))
     else:
-      q = phi_all @ w + sign * beta * width_at(phi_all, None)
+      q = linalg._small_matmul(phi_all, w) + sign * beta * width_at(phi_all, None)
     if clip:
       q = truncate(q, top, truncation)
   if fail_zero:
@@ -202,9 +202,10 @@ def next_values(q_fn: Callable, nphi: Array, nfail: Array, mask: Array | None = 
 
 def data_min(v: Array, mask: Array | None) -> Array:
   """``min_n v_n`` over the atoms in use: the data minimum of the next-step value."""
+  # Differentiated at the first minimiser: jnp.min's derivative can be 0 / 0 (issue 37).
   if mask is None:
-    return jnp.min(v)
-  return jnp.min(jnp.where(mask, v, jnp.inf))
+    return linalg._min_at_argmin(jnp.ravel(v), 0)
+  return linalg._min_at_argmin(jnp.ravel(jnp.where(mask, v, jnp.inf)), 0)
 
 
 def tv_oracle(pinv: Array, g: Array, v: Array, rho: Array, horizon, *, vmin=None,

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import _checks
+from drjax.linalg import _small_matmul
 from drjax.envs.base import FiniteEnvironment, LinearModel, categorical_given
 
 Array = jax.Array
@@ -351,8 +352,8 @@ class LinearMDP(FiniteEnvironment):
     _checks.params_type(params, LinearMDPParams, "LinearMDP")
     h = jnp.clip(state.h, 0, HORIZON - 1)
     phi = self._phi_table(params)[state.s, action]  # [d]
-    probs = phi @ self._mu(params)[h]  # [S]
-    reward = phi @ self.theta(params)[h]
+    probs = _small_matmul(phi, self._mu(params)[h])  # [S]
+    reward = _small_matmul(phi, self.theta(params)[h])
     s_next = categorical_given(noise, probs)
     h_next = (state.h + 1).astype(jnp.int32)
     return LinearMDPState(s=s_next, h=h_next), reward, h_next == HORIZON
