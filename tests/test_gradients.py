@@ -78,3 +78,32 @@ def test_max_at_argmax_value_derivative_and_program():
   np.testing.assert_allclose(g, fd, atol=1e-6)
   forward = str(jax.make_jaxpr(lambda v: linalg._max_at_argmax(v, axis=-1))(jnp.asarray(x)))  # pylint: disable=protected-access
   assert "argmax[" not in forward and "reduce_max[" in forward, forward
+
+
+def test_min_at_argmin_and_the_offline_exact_vmin_are_nan_free():
+  """``linalg._min_at_argmin``: ``min``'s value, the first minimiser's one-hot derivative at a
+  tie; and R2PVI-KL's fitted value (``vmin="exact"``: ``min_s max_a Q``, whose ``jnp.min`` /
+  ``jnp.max`` derivative became 0 / 0 at -O0 once the Q-values were fused multiply-adds) has
+  derivatives equal to finite differences in every hyperparameter, jitted at -O0."""
+  from drjax import data, linalg  # pylint: disable=g-import-not-at-top
+  from drjax.agents import offline  # pylint: disable=g-import-not-at-top
+  from drjax.envs.random_mdp import random_linear_drmdp  # pylint: disable=g-import-not-at-top
+  from drjax import sensitivity as sens  # pylint: disable=g-import-not-at-top
+  x = np.array([1.0, -2.0, 3.0, -2.0])
+  np.testing.assert_array_equal(linalg._min_at_argmin(jnp.asarray(x), 0), -2.0)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(jax.grad(lambda v: linalg._min_at_argmin(v, 0))(jnp.asarray(x)),  # pylint: disable=protected-access
+                                [0.0, 1.0, 0.0, 0.0])
+  env, params = random_linear_drmdp(jax.random.PRNGKey(3), 5, 3, 3, 3)
+  params = params._replace(init_dist=jnp.eye(5)[int(params.fail_state == 0)])
+  ds = data.collect(env, params, data.uniform(3), jax.random.key(0), 12)
+  agent = offline.r2pvi_kl(3, 3, 3)
+  hp = offline.make_hparams(agent, reg_weight=0.5, beta=0.05, lam=0.5)
+  f = jax.jit(lambda h: sens.learned_value(agent, env, params, ds, h)[0],
+              compiler_options={"xla_backend_optimization_level": 0})
+  jac = jax.jit(jax.jacfwd(lambda h: sens.learned_value(agent, env, params, ds, h)[0]),
+                compiler_options={"xla_backend_optimization_level": 0})(hp)
+  for name in ("beta", "lam"):
+    g = lambda t, name=name: float(f(hp._replace(**{name: getattr(hp, name) + t})))  # noqa: E731
+    np.testing.assert_allclose(float(getattr(jac, name)), (g(1e-6) - g(-1e-6)) / 2e-6,
+                               rtol=1e-5, atol=1e-8, err_msg=name)
+  assert np.all(np.isfinite(np.asarray(jac.reg_weight)))

@@ -93,7 +93,7 @@ def _size(w):
 
 # The sittings of `drjax bench --only engine` (three runs each) the engine-entry table shows: the
 # latest first (its times), then an earlier one (its ratios, for comparison).
-ENGINE_ENTRY = ("intel-xeon-2c-engine-current", "intel-xeon-2c-engine-entry")
+ENGINE_ENTRY = ("intel-xeon-2c-engine-current", "intel-xeon-2c-engine-before")
 
 
 def _engine_runs(root, prefix):
