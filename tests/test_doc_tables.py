@@ -111,3 +111,23 @@ def test_bad_markers_are_refused():
   # A marker quoted inside a sentence is not a region.
   assert doc_tables.fill("see `<!-- table: NAME -->` ... `<!-- /table -->`\n", ROOT) \
       == "see `<!-- table: NAME -->` ... `<!-- /table -->`\n"
+
+
+def test_the_first_result_goal_cell_follows_the_measured_time(tmp_path):
+  """``reproduce all``'s goal cell says "met" at or under 30 s and "missed by" the excess above
+  it, from the file's time (it was a fixed "missed" text whatever the figure)."""
+  root = _copy(tmp_path)
+  path = os.path.join(root, doc_tables.FIRST_RESULT)
+
+  def cell(wall):
+    with open(path, encoding="utf-8") as f:
+      d = json.load(f)
+    d["labels"]["after"]["commands"]["reproduce-all"]["wall_s"] = wall
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(d, f)
+    body = doc_tables.render("first-result", root)
+    row = next(line for line in body.splitlines() if line.startswith("| `drjax reproduce all`"))
+    return row.strip("|").split("|")[-1].strip()
+
+  assert cell(29.0) == "met (29.0 s)"
+  assert cell(31.25).startswith("**missed by 1.2 s**: compiling")
