@@ -47,8 +47,8 @@ import sys
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # sweeps/errors (SweepError: a ValueError naming a field; imports nothing) by exact name: the
     # behaviors (policies) raise it below the sweeps.
-    ("utilities, protocols", ("_xla", "_precision", "_checks", "_io", "_git", "_pystack", "_cache", "_programs",
-                              "_opt_level", "plugins", "protocols", "sweeps/errors")),
+    ("utilities, protocols", ("_xla", "_precision", "_checks", "_io", "_git", "_pystack", "_cache",
+                              "_programs", "_opt_level", "plugins", "protocols", "sweeps/errors")),
     ("linear algebra, duals", ("linalg", "duals_tv", "duals_kl_chi2", "robust", "regularized")),
     ("features", ("features",)),
     ("envs", ("envs/*",)),

@@ -239,7 +239,6 @@ def test_spd_inverse_unrolled_and_looped():
                                rtol=1e-8, atol=1e-8)
 
 
-
 @pytest.mark.parametrize("sa, sb", [
     ((16, 4), (4,)),            # Q-values: phi_all [A, d] @ w [d]
     ((5, 16, 4), (4,)),         # at every next state
@@ -280,6 +279,7 @@ def test_small_matmul_mismatched_shapes_raise_like_matmul():
     linalg._small_matmul(jnp.zeros((3, 4)), jnp.zeros((5,)))
   with pytest.raises(TypeError):
     jnp.zeros((3, 4)) @ jnp.zeros((5,))
+
 
 def test_forcing_stats_on_a_continuous_env_names_the_option():
   env = PutOption()

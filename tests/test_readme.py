@@ -3,7 +3,8 @@
 Each block runs as a script in a fresh interpreter (drjax defaults: float32) and must print its
 result. It inherits the suite's environment, so it compiles at LLVM -O0 like every other test
 (``conftest.py``; a block's own ``compiler_options`` keep their level): the same results to float
-rounding, 2-2.5x less compile CPU than XLA's default -O3 (docs/offline.md#0: 12.9 -> 5.5 CPU s). Blocks that appear on several pages run once. Pages whose python blocks are fragments or
+rounding, 2-2.5x less compile CPU than XLA's default -O3 (docs/offline.md#0: 12.9 -> 5.5 CPU s).
+Blocks that appear on several pages run once. Pages whose python blocks are fragments or
 scripts taking command-line arguments (docs/agents.md, docs/planning-and-critical-point.md,
 docs/findings/put-option-paper-preset.md) are not listed.
 """

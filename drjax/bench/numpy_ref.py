@@ -42,9 +42,10 @@ Written to be fast, not as a straw man:
   Sherman-Morrison);
 * one BLAS thread (``blas_threads``; the ``threads`` option): drjax's XLA runs single-threaded
   Eigen (its loop fusions may still be split over the cores, so the engine benchmark records
-  process CPU seconds beside wall seconds), and multithreaded OpenBLAS on the shared 2-core machine was erratic (the same batched
-  product took 0.5 ms to 160 ms from one call to the next, 1-2 ms with one thread; 100 seeds x 20
-  episodes of the d = 128 random DRMDP: 3.9 vs 2.3 s process CPU, and once 127 vs 17 s wall).
+  process CPU seconds beside wall seconds), and multithreaded OpenBLAS on the shared 2-core
+  machine was erratic (the same batched product took 0.5 ms to 160 ms from one call to the next,
+  1-2 ms with one thread; 100 seeds x 20 episodes of the d = 128 random DRMDP: 3.9 vs 2.3 s
+  process CPU, and once 127 vs 17 s wall).
 
 Floating point: ``dtype=np.float32`` by default (drjax's benchmarks run in float32, and float32
 was measured faster here; process CPU s, float32 vs float64: linear MDP 1,000 seeds x 100
