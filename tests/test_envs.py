@@ -94,6 +94,67 @@ def test_linear_mdp_features_and_rewards_match_paper(wrap):
         assert bool(done) == (h == 2)
 
 
+def _appendix_a_numpy(delta, p, xi_norm, q, target, dtype):
+  """Appendix A's features ``[S, A, d]`` and factors ``[H, d, S]`` built entry by entry in NumPy,
+  each entry as the paper writes it (``1 - g``, ``g``, ``(1 - p)``, ``p``; 0 and 1)."""
+  dtype = np.dtype(dtype)
+  delta, p, xi_norm, q = (dtype.type(x) for x in (delta, p, xi_norm, q))
+  one, zero = dtype.type(1), dtype.type(0)
+  phi = np.zeros((5, 16, 4), dtype)
+  for a, vec in enumerate(itertools.product((-1.0, 1.0), repeat=4)):
+    g = delta + (xi_norm / dtype.type(4)) * dtype.type(sum(vec))
+    for s in range(3):
+      phi[s, a, s], phi[s, a, 3] = one - g, g
+    phi[3, a, 2], phi[4, a, 3] = one, one
+  src = np.zeros((4, 5), dtype)
+  src[0, 1], src[0, 3] = one - p, p
+  src[1, 2], src[1, 3] = one - p, p
+  src[2, 3], src[3, 4] = one, one
+  pert = np.zeros((4, 5), dtype)
+  pert[0, 1], pert[1, 2], pert[2, 3] = one, one, one
+  pert[3, 4], pert[3, 3] = one - q, q
+  mu = np.stack([pert if target else src, src, src])
+  return phi, mu
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_mdp_model_is_appendix_a_bit_for_bit(dtype):
+  """``model``, ``phi_all`` and ``step_given`` (its next-state probabilities, through draws in the
+  middle of each state's interval of the cumulative sums) equal Appendix A's entries computed one by one in NumPy, exactly,
+  at random parameters in float32 and float64; the model is built in a few operations."""
+  env = LinearMDP()
+  rng = np.random.default_rng(7)
+  model_fn = jax.jit(env.model)
+  phi_fn = jax.jit(env.phi_all)
+  step_fn = jax.jit(jax.vmap(env.step_given, in_axes=(0, None, None, None)))
+  for case in range(4):
+    delta, p, q = rng.uniform(0.05, 0.45), rng.uniform(0.0, 0.5), rng.uniform(0.0, 1.0)
+    xi_norm = rng.uniform(0.0, min(delta, 1 - delta))
+    target = case % 2
+    params = env.make_params(delta=delta, p=p, xi_norm=xi_norm, q=q if target else None)
+    params = jax.tree.map(lambda x: jnp.asarray(x, dtype), params)
+    phi, mu = _appendix_a_numpy(delta, p, xi_norm, q, target, dtype)
+    model = model_fn(params)
+    np.testing.assert_array_equal(model.phi, np.broadcast_to(phi, (3, 5, 16, 4)))
+    np.testing.assert_array_equal(model.mu, mu)
+    for s in range(5):
+      for h in range(3):
+        state = LinearMDPState(s=jnp.int32(s), h=jnp.int32(h))
+        np.testing.assert_array_equal(phi_fn(state, params), phi[s])
+        for a in (0, 6, 15):
+          probs = phi[s, a] @ mu[h]  # [S]
+          # categorical_given picks #{cdf < (1 - u) cdf[-1]}: the midpoint of each state's
+          # interval of the cumulative sums lands in that state
+          cdf = np.concatenate([[0.0], np.cumsum(probs.astype(np.float64))])
+          live = np.flatnonzero(probs > 1e-6)
+          u = np.asarray(1 - (cdf[live] + cdf[live + 1]) / 2 / cdf[-1], dtype)
+          nxt, r, _ = step_fn(jnp.asarray(u), state, jnp.int32(a), params)
+          np.testing.assert_array_equal(np.asarray(nxt.s), live)
+          np.testing.assert_allclose(r, phi[s, a] @ np.asarray(env.theta(params))[h], rtol=1e-6)
+  # a program builds the model in a few operations (a stack of stacks before: 65 equations)
+  assert len(jax.make_jaxpr(env.model)(params).jaxpr.eqns) <= 40
+
+
 def test_linear_mdp_kernels_hand_computed():
   env = LinearMDP()
   src = env.make_params(delta=0.3, p=0.001, xi_norm=0.1)

@@ -44,6 +44,20 @@ GOAL_STATE = X5
 
 # [16, 4]; itertools.product order: index 0 = (-1,-1,-1,-1), index 15 = (1,1,1,1).
 _ACTIONS = np.array(list(itertools.product((-1.0, 1.0), repeat=FEATURE_DIM)), dtype=np.float64)
+_ACTION_SUMS = _ACTIONS.sum(axis=-1)  # [16] integers: sum_j a_j (exact in any float)
+# The model as constants, so that a program builds it in a few operations (not a stack of
+# stacks per use): phi(s, a) = _PHI_BASE[s] + g(a) _PHI_SLOPE[s] with g(a) = delta + <xi, a>
+# (rows x1, x2, x3: (1 - g) e_s + g e_4; x4: e_3; x5: e_4), and the step factors
+# [d, S] = base + level * slope with level p (source) or q (target step 1).
+_E = np.eye(NUM_STATES)
+_PHI_BASE = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 0, 1]],
+                     np.float64)
+_PHI_SLOPE = np.array([[-1, 0, 0, 1], [0, -1, 0, 1], [0, 0, -1, 1], [0, 0, 0, 0], [0, 0, 0, 0]],
+                      np.float64)
+_MU_SOURCE_BASE = np.stack([_E[X2], _E[X3], _E[X4], _E[X5]])
+_MU_SOURCE_SLOPE = np.stack([_E[X4] - _E[X2], _E[X4] - _E[X3], 0 * _E[X4], 0 * _E[X5]])
+_MU_TARGET_BASE = np.stack([_E[X2], _E[X3], _E[X4], _E[X5]])
+_MU_TARGET_SLOPE = np.stack([0 * _E[X2], 0 * _E[X3], 0 * _E[X4], _E[X4] - _E[X5]])
 
 
 def _float_dtype():
@@ -265,30 +279,44 @@ class LinearMDP(FiniteEnvironment):
     _check((v["target"] == 0) | (v["target"] == 1), "target must be 0 or 1", target=v["target"])
 
   # ---------------------------------------------------------------- model pieces
+  def _g(self, params: LinearMDPParams) -> Array:
+    """``[A]`` ``delta + <xi, a>`` of every action (the features' free coordinate)."""
+    dtype = jnp.result_type(params.delta)
+    return params.delta + (params.xi_norm / FEATURE_DIM) * jnp.asarray(_ACTION_SUMS, dtype)
+
+  def _phi_rows(self, params: LinearMDPParams, s: Array, g: Array) -> Array:
+    """``phi(s, a) = base[s] + g(a) * slope[s]`` (Appendix A), ``[..., d]`` for ``s`` and ``g``
+    of one (broadcast) shape: the entries ``1 - g``, ``g``, 0 and 1 of the table, bit for bit."""
+    dtype = jnp.result_type(params.delta)
+    base, slope = jnp.asarray(_PHI_BASE, dtype)[s], jnp.asarray(_PHI_SLOPE, dtype)[s]
+    return base + g[..., None] * slope
+
   def _phi_table(self, params: LinearMDPParams) -> Array:
     """``[S, A, d]`` features ``phi(s, a)`` of Appendix A (independent of the step)."""
+    return self._phi_rows(params, np.arange(NUM_STATES)[:, None], self._g(params)[None, :])
+
+  def _mu_parts(self, params: LinearMDPParams) -> tuple[Array, Array]:
+    """``([d, S], [d, S])``: Appendix A's source factors ``mu_h`` and target step 1's
+    ``mu_1^perturbed``, each entry ``base + level * slope``: bit for bit ``1 - p``, ``p``, 0 or 1
+    (``q`` for the target)."""
     dtype = jnp.result_type(params.delta)
-    g = params.delta + (params.xi_norm / FEATURE_DIM) * jnp.sum(
-        jnp.asarray(_ACTIONS, dtype), axis=-1)  # [A] delta + <xi, a>
-    zero, one = jnp.zeros_like(g), jnp.ones_like(g)
-    rows = [
-        (1 - g, zero, zero, g),  # x1
-        (zero, 1 - g, zero, g),  # x2
-        (zero, zero, 1 - g, g),  # x3
-        (zero, zero, one, zero),  # x4 (fail)
-        (zero, zero, zero, one),  # x5 (goal)
-    ]
-    return jnp.stack([jnp.stack(r, axis=-1) for r in rows])  # [S, A, d]
+    source = (jnp.asarray(_MU_SOURCE_BASE, dtype)
+              + params.p * jnp.asarray(_MU_SOURCE_SLOPE, dtype))
+    perturbed = (jnp.asarray(_MU_TARGET_BASE, dtype)
+                 + params.q * jnp.asarray(_MU_TARGET_SLOPE, dtype))
+    return source, perturbed
+
+  def _mu_at(self, params: LinearMDPParams, h: Array) -> Array:
+    """``[d, S]`` factors of step ``h`` (0-based): ``mu_1^perturbed`` at ``h = 0`` in the target,
+    the source ``mu_h`` otherwise."""
+    source, perturbed = self._mu_parts(params)
+    return jnp.where((h == 0) & (jnp.asarray(params.target) != 0), perturbed, source)
 
   def _mu(self, params: LinearMDPParams) -> Array:
     """``[H, d, S]`` factors: Appendix A's source ``mu_h``; ``mu_1^perturbed`` if target."""
-    dtype = jnp.result_type(params.delta)
-    e = jnp.eye(NUM_STATES, dtype=dtype)
-    p, q = params.p, params.q
-    source = jnp.stack([(1 - p) * e[X2] + p * e[X4], (1 - p) * e[X3] + p * e[X4], e[X4], e[X5]])
-    perturbed = jnp.stack([e[X2], e[X3], e[X4], (1 - q) * e[X5] + q * e[X4]])
+    source, perturbed = self._mu_parts(params)
     mu1 = jnp.where(jnp.asarray(params.target) != 0, perturbed, source)
-    return jnp.stack([mu1, source, source])
+    return jnp.stack([mu1] + [source] * (HORIZON - 1))
 
   def theta(self, params: LinearMDPParams) -> Array:
     """``[H, d]`` reward parameters ``theta_1 = 0``, ``theta_2 = theta_3 = (0, 0, 0, 1)``."""
@@ -351,8 +379,8 @@ class LinearMDP(FiniteEnvironment):
     _checks.index("action", action, NUM_ACTIONS, "(action)")
     _checks.params_type(params, LinearMDPParams, "LinearMDP")
     h = jnp.clip(state.h, 0, HORIZON - 1)
-    phi = self._phi_table(params)[state.s, action]  # [d]
-    probs = _small_matmul(phi, self._mu(params)[h])  # [S]
+    phi = self._phi_rows(params, state.s, self._g(params)[action])  # [d]
+    probs = _small_matmul(phi, self._mu_at(params, h))  # [S]
     reward = _small_matmul(phi, self.theta(params)[h])
     s_next = categorical_given(noise, probs)
     h_next = (state.h + 1).astype(jnp.int32)
@@ -363,7 +391,9 @@ class LinearMDP(FiniteEnvironment):
     _checks.instance("state", state, LinearMDPState, "a LinearMDPState (env.reset / env.step)")
     _checks.index("state.s", state.s, NUM_STATES, "(state)")
     _checks.params_type(params, LinearMDPParams, "LinearMDP")
-    return self._phi_table(params)[state.s]
+    s = jnp.asarray(state.s)
+    g = jnp.reshape(self._g(params), (1,) * s.ndim + (NUM_ACTIONS,))
+    return self._phi_rows(params, s[..., None], g)  # s.shape + [A, d]
 
   def is_fail(self, state: LinearMDPState, params: LinearMDPParams) -> Array:
     """Whether ``state`` is the fail state ``x4``."""
