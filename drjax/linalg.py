@@ -122,15 +122,20 @@ def _small_matmul(a: Array, b: Array) -> Array:
   k = a.shape[-1]
   if k != b.shape[-2 if b.ndim >= 2 else -1] or k > UNROLL_MAX_D or k == 0:
     return a @ b
+  # All k products in one multiply, then their sum in order (t_0 + t_1 + ...): the same numbers
+  # as k separate multiplies, in about half the operations for XLA to compile.
   if b.ndim == 1:  # [..., m, k] @ [k] (or [k] @ [k])
-    terms = [a[..., i] * b[i] for i in range(k)]
+    prods = a * jnp.reshape(b, (1,) * (a.ndim - 1) + (k,))
+    terms = [prods[..., i] for i in range(k)]
   elif a.ndim == 1:  # [k] @ [..., k, n]
-    terms = [a[i] * b[..., i, :] for i in range(k)]
+    prods = jnp.reshape(a, (1,) * (b.ndim - 2) + (k, 1)) * b
+    terms = [prods[..., i, :] for i in range(k)]
   else:  # [..., m, k] @ [..., k, n], batch dimensions broadcast
     nd = max(a.ndim, b.ndim)
     a = jnp.reshape(a, (1,) * (nd - a.ndim) + a.shape)
     b = jnp.reshape(b, (1,) * (nd - b.ndim) + b.shape)
-    terms = [a[..., :, i:i + 1] * b[..., i:i + 1, :] for i in range(k)]
+    prods = a[..., :, :, None] * b[..., None, :, :]  # [..., m, k, n]
+    terms = [prods[..., :, i, :] for i in range(k)]
   out = terms[0]
   for t in terms[1:]:
     out = out + t

@@ -274,6 +274,32 @@ def test_small_matmul_equals_matmul_and_unrolls_small_contractions(sa, sb):
   assert ("dot_general" in jaxpr) == (sa[-1] > linalg.UNROLL_MAX_D), jaxpr
 
 
+@pytest.mark.parametrize("sa, sb", [((16, 4), (4,)), ((4,), (4, 5)), ((4,), (4,)),
+                                     ((3, 4, 5), (5, 7)), ((2, 1, 3, 8), (4, 8, 2))])
+def test_small_matmul_is_the_in_order_sum_from_one_multiply(sa, sb):
+  """The unrolled product is ``t_0 + t_1 + ... + t_{k-1}`` (``t_i`` the i-th products), in that
+  order: op by op in float32 it equals that sum computed in NumPy bit for bit; and its k products
+  come from ONE elementwise multiply (fewer operations to compile than k multiplies)."""
+  rng = np.random.default_rng(1)
+  a = rng.normal(size=sa).astype(np.float32)
+  b = rng.normal(size=sb).astype(np.float32)
+  k = sa[-1]
+  if len(sb) == 1:
+    terms = [a[..., i] * b[i] for i in range(k)]
+  elif len(sa) == 1:
+    terms = [a[i] * b[..., i, :] for i in range(k)]
+  else:
+    terms = [a[..., :, i:i + 1] * b[..., i:i + 1, :] for i in range(k)]
+  want = terms[0]
+  for t in terms[1:]:
+    want = want + t
+  with jax.disable_jit():
+    got = np.asarray(linalg._small_matmul(jnp.asarray(a), jnp.asarray(b)))
+  np.testing.assert_array_equal(got, want)
+  jaxpr = jax.make_jaxpr(linalg._small_matmul)(jnp.asarray(a), jnp.asarray(b)).jaxpr
+  assert [e.primitive.name for e in jaxpr.eqns].count("mul") == 1, jaxpr
+
+
 def test_small_matmul_mismatched_shapes_raise_like_matmul():
   with pytest.raises(TypeError):
     linalg._small_matmul(jnp.zeros((3, 4)), jnp.zeros((5,)))
