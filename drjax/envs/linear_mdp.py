@@ -54,9 +54,8 @@ _PHI_BASE = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0
                      np.float64)
 _PHI_SLOPE = np.array([[-1, 0, 0, 1], [0, -1, 0, 1], [0, 0, -1, 1], [0, 0, 0, 0], [0, 0, 0, 0]],
                       np.float64)
-_MU_SOURCE_BASE = np.stack([_E[X2], _E[X3], _E[X4], _E[X5]])
+_MU_BASE = np.stack([_E[X2], _E[X3], _E[X4], _E[X5]])  # source and target alike
 _MU_SOURCE_SLOPE = np.stack([_E[X4] - _E[X2], _E[X4] - _E[X3], 0 * _E[X4], 0 * _E[X5]])
-_MU_TARGET_BASE = np.stack([_E[X2], _E[X3], _E[X4], _E[X5]])
 _MU_TARGET_SLOPE = np.stack([0 * _E[X2], 0 * _E[X3], 0 * _E[X4], _E[X4] - _E[X5]])
 
 
@@ -300,10 +299,9 @@ class LinearMDP(FiniteEnvironment):
     ``mu_1^perturbed``, each entry ``base + level * slope``: bit for bit ``1 - p``, ``p``, 0 or 1
     (``q`` for the target)."""
     dtype = jnp.result_type(params.delta)
-    source = (jnp.asarray(_MU_SOURCE_BASE, dtype)
-              + params.p * jnp.asarray(_MU_SOURCE_SLOPE, dtype))
-    perturbed = (jnp.asarray(_MU_TARGET_BASE, dtype)
-                 + params.q * jnp.asarray(_MU_TARGET_SLOPE, dtype))
+    base = jnp.asarray(_MU_BASE, dtype)
+    source = base + params.p * jnp.asarray(_MU_SOURCE_SLOPE, dtype)
+    perturbed = base + params.q * jnp.asarray(_MU_TARGET_SLOPE, dtype)
     return source, perturbed
 
   def _mu_at(self, params: LinearMDPParams, h: Array) -> Array:
