@@ -203,9 +203,8 @@ def next_values(q_fn: Callable, nphi: Array, nfail: Array, mask: Array | None = 
 def data_min(v: Array, mask: Array | None) -> Array:
   """``min_n v_n`` over the atoms in use: the data minimum of the next-step value."""
   # Differentiated at the first minimiser: jnp.min's derivative can be 0 / 0 (issue 37).
-  if mask is None:
-    return linalg._min_at_argmin(jnp.ravel(v), 0)
-  return linalg._min_at_argmin(jnp.ravel(jnp.where(mask, v, jnp.inf)), 0)
+  x = v if mask is None else jnp.where(mask, v, jnp.inf)
+  return linalg._min_at_argmin(jnp.ravel(x), 0)
 
 
 def tv_oracle(pinv: Array, g: Array, v: Array, rho: Array, horizon, *, vmin=None,
