@@ -259,7 +259,7 @@ def backward_induction(horizon: int, *, pinv: Array, g: Array, nphi: Array, nfai
                        theta: Array | None = None, reward_sum: Array | None = None,
                        vmin: Callable | None = None, operators: Array | None = None,
                        quads: Array | None = None, last_w: Array | None = None,
-                       unroll_max: int = 4) -> Induction:
+                       unroll_max: int = 4, size: int | None = None) -> Induction:
   """One backward induction ``h = H - 1, ..., 0`` over regression atoms (single instance).
 
   Args:
@@ -281,12 +281,16 @@ def backward_induction(horizon: int, *, pinv: Array, g: Array, nphi: Array, nfai
     quads: ``[H, n, A]`` precomputed next-state ``phi^T Lambda^-1 phi`` or ``None``.
     last_w: ``[d]`` the last step's weights, overriding the reward source's (``V_{H+1} = 0``, so
       the oracle is not called there: every built-in oracle gives ``nu_H = 0``).
+    size: plan over the first ``size`` atoms of ``g``, ``nphi``, ``nfail`` and ``quads`` (static;
+      ``None``: all). Each step reads its own rows ``[h, :size]`` (one dynamic slice), so a
+      buffer is never copied whole to be cut to size (``make_train``'s filled-slot plans).
   """
   H = horizon
   d = pinv.shape[-1]
   dtype = pinv.dtype
-  n = g.shape[1]
+  n = g.shape[1] if size is None else size
   zero = jnp.zeros((d,), dtype)
+  rows = (lambda x, h: x[h]) if size is None else (lambda x, h: x[h, :size])
   uses_vmin = oracle_attr(oracle, "uses_vmin", True)
   own_reward = oracle_attr(oracle, "regresses_reward", False)
   nominal = oracle_attr(oracle, "nominal", False)
@@ -296,15 +300,15 @@ def backward_induction(horizon: int, *, pinv: Array, g: Array, nphi: Array, nfai
 
   def step(nxt, h):
     w_next = nxt[0]
-    quad = None if quads is None else quads[h]
+    quad = None if quads is None else rows(quads, h)
     q_next = lambda phi, fail: q_at(w_next, pinv[h + 1], beta, tops[h + 1], phi, fail)  # noqa
     q_atoms = lambda phi, fail: q_at(w_next, pinv[h + 1], beta, tops[h + 1], phi, fail,  # noqa
                                      quad=quad)
     mask_h = None if mask is None else (mask if mask.ndim == 1 else mask[h])
-    v = pieces.next_values(q_atoms, nphi[h], nfail[h], mask_h)
+    v = pieces.next_values(q_atoms, rows(nphi, h), rows(nfail, h), mask_h)
     m = vmin(v, mask_h, h, q_next) if (uses_vmin and vmin is not None) else None
     rsum = reward_sum[h] if (regressed and own_reward) else zero
-    x = StepInputs(h, pinv[h], g[h], v, mask_h, m, rsum, tops[h + 1], H,
+    x = StepInputs(h, pinv[h], rows(g, h), v, mask_h, m, rsum, tops[h + 1], H,
                    None if operators is None else operators[h])
     nu, alpha = oracle(x, hp)
     if regressed and own_reward:

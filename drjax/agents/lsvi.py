@@ -215,12 +215,13 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     return state_lib.init_stats_state(theta, H, d, num_states, lam, solver, phi_table=tab)
 
   def _plan_atoms(theta, gram, phir, pinv, g, nphi, nfail, mask, hp: HParams,
-                  refactor: bool, ops=None, quad=None) -> QFunction:
+                  refactor: bool, ops=None, quad=None, size=None) -> QFunction:
     """Backward induction h = H..1 over atoms (Algorithm 1, lines 3-14).
 
     ``g [H, n, d]`` atom weights, ``nphi [H, n, A, d]`` features of the atoms' next states,
     ``nfail [H, n]`` their fail flags, ``mask [n]`` or ``None`` (buffer slots in use),
-    ``quad [H, n, A]`` or ``None``: the atoms' next-state ellipsoid norms (``AgentState.quad``).
+    ``quad [H, n, A]`` or ``None``: the atoms' next-state ellipsoid norms (``AgentState.quad``);
+    ``size``: plan over the first ``size`` atoms only (``compose.backward_induction``).
     """
     dtype = gram.dtype
     tops = base.clip_tops(H, clip, robust_oracle, dtype)
@@ -236,7 +237,7 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     out = compose.backward_induction(
         H, pinv=pinv, g=g, nphi=nphi, nfail=nfail, mask=mask, q_at=q_at, oracle=oracle, hp=hp,
         beta=beta, tops=tops, reward=reward, theta=theta.astype(dtype), reward_sum=phir,
-        vmin=None, operators=ops, quads=quad, last_w=last_w, unroll_max=UNROLL_H)
+        vmin=None, operators=ops, quads=quad, last_w=last_w, unroll_max=UNROLL_H, size=size)
     return QFunction(w=out.w, pinv=pinv, beta=beta, top=tops, nu=out.nu, alpha=out.alpha)
 
   def plan(state, hparams: HParams, model=None, *, size: int | None = None,
@@ -268,10 +269,10 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
                          quad=None if state.quad is None else state.quad[_next_rows(H)])
     n = state.phi.shape[1] if size is None else size
     mask = jnp.arange(n) < state.count
-    quad = None if state.quad is None else state.quad[:, :n]
-    return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.phi[:, :n],
-                       state.next_phi[:, :n], state.next_fail[:, :n], mask, hparams, refactor,
-                       quad=quad)
+    # The whole buffers: each induction step reads its own first n rows (no copy of all H).
+    return _plan_atoms(state.theta, state.gram, state.phir, state.pinv, state.phi,
+                       state.next_phi, state.next_fail, mask, hparams, refactor,
+                       quad=state.quad, size=n)
 
   def _check_q_args(qf, h, phi_all, fail, lead: bool) -> None:
     _checks.q_args(qf, h, phi_all, fail, H=H, d=d, A=A, lead=lead)
