@@ -207,3 +207,35 @@ def test_small_buffer_sweeps_plan_the_whole_capacity(monkeypatch):
                                       agents=("dr-lsvi-ucb",), seeds=2, episodes=4,
                                       test_episodes=4))
   assert seen == [0] and len(res.df) == 2
+
+
+def _all_eqns(jaxpr):
+  """Every equation of a jaxpr, nested ones included (as ``_conds``)."""
+  for eqn in jaxpr.eqns:
+    yield eqn
+    for v in eqn.params.values():
+      for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+        inner = getattr(sub, "jaxpr", None)
+        if inner is not None:
+          yield from _all_eqns(inner if hasattr(inner, "eqns") else inner.jaxpr)
+
+
+@pytest.mark.parametrize("env_name,make", [("put", dr_lsvi_ucb), ("put", lsvi_ucb),
+                                           ("linear", dr_lsvi_ucb)])
+def test_a_filled_slot_plan_never_copies_every_step_of_a_buffer(env_name, make):
+  """``plan(..., size=n)`` reads each step's first n rows where the step uses them: no value of
+  the traced plan holds the first n rows of every step of a buffer (``[H, n, d]`` features,
+  ``[H, n, A, d]`` next-state features, ``[H, n, A]`` LSVI-UCB's norms), which the plan used to
+  cut from the ``[H, K, ...]`` buffers (a copy of all of them) before the induction. Both the
+  scanned (put option, H = 10) and the unrolled (linear MDP, H = 3) inductions."""
+  env = PutOption() if env_name == "put" else LinearMDP()
+  H, d, A = env.horizon, env.feature_dim, env.num_actions
+  K, n = 40, 24
+  agent = make(H, d, A, K)
+  hp = make_hparams(H, d, rho=0.2, beta=1.0, lam=0.1)
+  state = agent.init(jnp.zeros((H, d)), lam=0.1)
+  jaxpr = jax.make_jaxpr(lambda s: agent.plan(s, hp, size=n))(state).jaxpr
+  cut = {(H, n, d), (H, n, A, d), (H, n, A)}
+  shapes = {tuple(v.aval.shape) for e in _all_eqns(jaxpr) for v in e.outvars}
+  assert not shapes & cut, shapes & cut
+  assert (H, K, A, d) == state.next_phi.shape  # the buffers themselves are whole

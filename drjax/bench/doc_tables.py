@@ -399,9 +399,11 @@ def filled_slots(root):
                    _sig(w["compile_s"][k]["cpu"]),
                    f"{_sig(med['numpy']['cpu'])} ({_sig(med['numpy']['wall'])})",
                    f"**{_ratio(w['numpy_over_drjax'][k]['cpu'], 2)}**",
+                   _ratio(w["numpy_over_drjax"][k]["wall"], 2),
                    _ratio(w["over_whole_capacity"][k]["cpu"], 2)))
   table = _table(("workload", "plan", "drjax warm CPU s (wall s)", "compile CPU s",
-                  "NumPy CPU s (wall s)", "NumPy / drjax (CPU s)", "vs whole capacity"), rows)
+                  "NumPy CPU s (wall s)", "NumPy / drjax (CPU s)", "NumPy / drjax (wall s)",
+                  "vs whole capacity"), rows)
   label = res.get("machine_label", res["machine"]["name"])
   loads = " and ".join(f"{w['load_average_1min']:.0f}" for w in res["workloads"].values())
   reps = " and ".join(str(w["config"]["repeats"]) for w in res["workloads"].values())
