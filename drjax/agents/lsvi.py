@@ -221,7 +221,8 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
     ``g [H, n, d]`` atom weights, ``nphi [H, n, A, d]`` features of the atoms' next states,
     ``nfail [H, n]`` their fail flags, ``mask [n]`` or ``None`` (buffer slots in use),
     ``quad [H, n, A]`` or ``None``: the atoms' next-state ellipsoid norms (``AgentState.quad``);
-    ``size``: plan over the first ``size`` atoms only (``compose.backward_induction``).
+    ``size``: plan over the first ``size`` atoms only, the arrays holding more (the whole
+    buffers: each step reads its own rows; ``compose.backward_induction``).
     """
     dtype = gram.dtype
     tops = base.clip_tops(H, clip, robust_oracle, dtype)
