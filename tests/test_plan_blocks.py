@@ -125,18 +125,20 @@ def test_cartpole_filled_slots_same_run_in_float32():
   _assert_same(blocked, full)
 
 
-def _conds(jaxpr):
-  """Every ``cond`` equation of a jaxpr, nested ones included."""
-  out = []
+def _all_eqns(jaxpr):
+  """Every equation of a jaxpr, nested ones included."""
   for eqn in jaxpr.eqns:
-    if eqn.primitive.name == "cond":
-      out.append(eqn)
+    yield eqn
     for v in eqn.params.values():
       for sub in (v if isinstance(v, (tuple, list)) else (v,)):
         inner = getattr(sub, "jaxpr", None)
         if inner is not None:
-          out += _conds(inner if hasattr(inner, "eqns") else inner.jaxpr)
-  return out
+          yield from _all_eqns(inner if hasattr(inner, "eqns") else inner.jaxpr)
+
+
+def _conds(jaxpr):
+  """Every ``cond`` equation of a jaxpr, nested ones included."""
+  return [e for e in _all_eqns(jaxpr) if e.primitive.name == "cond"]
 
 
 def test_switch_is_a_real_branch_under_vmap():
@@ -207,17 +209,6 @@ def test_small_buffer_sweeps_plan_the_whole_capacity(monkeypatch):
                                       agents=("dr-lsvi-ucb",), seeds=2, episodes=4,
                                       test_episodes=4))
   assert seen == [0] and len(res.df) == 2
-
-
-def _all_eqns(jaxpr):
-  """Every equation of a jaxpr, nested ones included (as ``_conds``)."""
-  for eqn in jaxpr.eqns:
-    yield eqn
-    for v in eqn.params.values():
-      for sub in (v if isinstance(v, (tuple, list)) else (v,)):
-        inner = getattr(sub, "jaxpr", None)
-        if inner is not None:
-          yield from _all_eqns(inner if hasattr(inner, "eqns") else inner.jaxpr)
 
 
 @pytest.mark.parametrize("env_name,make", [("put", dr_lsvi_ucb), ("put", lsvi_ucb),
