@@ -417,7 +417,7 @@ def filled_slots(root):
           f"calls' spread where a run takes seconds ({_link(FILLED_SLOTS)}).")
 
 
-FIRST_RESULT = f"{RESULTS}/intel-xeon-2c-first-result.json"
+FIRST_RESULT = f"{RESULTS}/amd-epyc-2c-first-result.json"
 # (key, what, goal s or None): the goals of issue 35, on two quiet cores without a cache.
 FIRST_RESULT_ROWS = (
     ("help", "`drjax --help`", 1.0),
