@@ -192,8 +192,9 @@ def test_results_md_imports_only_the_table_modules_of_its_figures(tmp_path):
       "import sys\n"
       "from drjax.paper import outputs, reproduce as rep\n"
       "out = sys.argv[1]\n"
-      "names = [n for n in outputs.OWN_TABLES if n in rep.load_results(out)]\n"
-      "text = open(outputs.write_summary(out, rep.load_results(out), rep._header())).read()\n"
+      "sections = rep.load_results(out)\n"
+      "names = [n for n in outputs.OWN_TABLES if n in sections]\n"
+      "text = open(outputs.write_summary(out, sections, rep._header())).read()\n"
       "assert 'PEVI' in text and 'AveSubopt' in text, text\n"
       "print(sorted(names), sorted(m for m in ('pandas', 'drjax.paper.dimension',\n"
       "                                        'drjax.paper.shifts') if m in sys.modules))\n")

@@ -40,5 +40,5 @@ def own_tables(names=None) -> dict:
 
 def write_summary(out_dir: str, sections: dict, header: str) -> str:
   """Writes ``out_dir/results.md`` (atomically) for all figures in ``sections`` {name: panels}:
-  ``tables.write_summary`` with ``own_tables()``."""
+  ``tables.write_summary`` with ``own_tables(sections)``."""
   return tables.write_summary(out_dir, sections, header, own_tables(sections))
