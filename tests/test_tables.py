@@ -57,10 +57,15 @@ def parse_tables(text: str) -> list[dict]:
   return tables
 
 
-def _write(tmp_path, sections):
-  out = str(tmp_path)
+def _write_figures(out, sections):
+  """Each figure's panel files (no drawing) under ``out``."""
   for name, panels in sections.items():
     outputs.write_figure(out, name, panels, plot=lambda panels, base: None)
+
+
+def _write(tmp_path, sections):
+  out = str(tmp_path)
+  _write_figures(out, sections)
   return open(outputs.write_summary(out, rep.load_results(out), rep._header())).read()
 
 
@@ -199,10 +204,8 @@ def test_results_md_imports_only_the_table_modules_of_its_figures(tmp_path):
       "print(sorted(names), sorted(m for m in ('pandas', 'drjax.paper.dimension',\n"
       "                                        'drjax.paper.shifts') if m in sys.modules))\n")
   out = str(tmp_path)
-  sections = {"fig1": {"xi0.1_rho0.5": _linear_panel(0.1, 0.5)}, "subopt": _subopt_panels(),
-              "drpvi": _offline_for_table()}
-  for name, panels in sections.items():
-    outputs.write_figure(out, name, panels, plot=lambda panels, base: None)
+  _write_figures(out, {"fig1": {"xi0.1_rho0.5": _linear_panel(0.1, 0.5)},
+                       "subopt": _subopt_panels(), "drpvi": _offline_for_table()})
   res = subprocess.run([sys.executable, "-c", code, out], capture_output=True, text=True,
                        check=True)
   assert res.stdout.strip().splitlines()[-1] == "['drpvi', 'subopt'] []", res.stdout
