@@ -283,3 +283,18 @@ def test_readme_is_short_and_starts_with_the_setup():
   assert lines == ["pip install -e . && drjax reproduce all --out results",
                    'pip install -e ".[test]" && python -m pytest -q']
   assert "drjax-rl" in text and "DrJAX" in text and "git clone" in text
+
+
+def test_no_docs_page_repeats_a_section():
+  # A section pasted twice keeps both copies' claims, and the stale copy goes unnoticed: the site
+  # builds (mkdocs numbers the second anchor). docs/benchmarks.md once held "Running them",
+  # "Machines" and "Time to first result" twice, the second copy with an older sitting's figures.
+  repeated = {}
+  for page in [*_docs_pages(), "../README.md"]:
+    with open(os.path.join(ROOT, "docs", page), encoding="utf-8") as f:
+      text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+    headings = re.findall(r"^(#{1,6} .+?)\s*$", text, re.M)
+    twice = sorted({h for h in headings if headings.count(h) > 1})
+    if twice:
+      repeated[page] = twice
+  assert not repeated, f"headings repeated within a page: {repeated}"
