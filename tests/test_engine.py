@@ -361,3 +361,33 @@ def test_float32_small_lambda_is_refused_and_the_smallest_allowed_is_nan_free():
         jax.random.PRNGKey(0), hp, p)
     assert out.qf.w.dtype == jnp.float32
     assert bool(jnp.isfinite(out.qf.w).all())
+
+
+AGENT_CASES = [("dr-lsvi-ucb", {}, dict(rho=0.1)), ("lsvi-ucb", {}, {}),
+               ("we-drive-u", dict(reward="regressed", cap="robust"),
+                dict(rho=0.05, beta=0.5, lam=0.3, beta_var=1.0, var_floor=0.05))]
+
+
+@pytest.mark.parametrize("level", [0, 3])
+@pytest.mark.parametrize("name,options,values", AGENT_CASES)
+def test_the_recorded_action_is_the_played_action(name, options, values, level):
+  # Every use of an episode's action reads one value: the returns equal the model's rewards at the
+  # recorded states and actions, step by step, for one run and for a batch of seeds. (An argmax
+  # written as elementwise comparisons let XLA compute it twice, a rounding apart at a near-tie:
+  # at -O0 this We-DRIVE-U run recorded action 1 at its first step and played action 0.)
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  env, params = random_linear_drmdp(jax.random.key(0), 6, 3, 4, 3)
+  reward = np.asarray(env.model(params).reward)  # [H, S, A]
+  K = 40
+  agent = registry.make(name, env, capacity=K, **options)
+  hp = registry.make_hparams(name, env, **values)
+  train = make_train(env, agent, K, outputs=("returns", "states", "actions"))
+  opts = {"xla_backend_optimization_level": level}
+  one = jax.jit(train, compiler_options=opts)(jax.random.key(1), hp, params)
+  many = jax.jit(jax.vmap(train, in_axes=(0, None, None)), compiler_options=opts)(
+      jax.random.split(jax.random.key(2), 8), hp, params)
+  h = np.arange(env.horizon)
+  for out in (one, many):
+    s, a = np.asarray(out.states), np.asarray(out.actions)  # [..., K, H]
+    np.testing.assert_allclose(np.asarray(out.returns), reward[h, s, a].sum(-1), rtol=1e-12,
+                               atol=1e-12)
