@@ -8,6 +8,7 @@ import pytest
 
 import oracle
 from drjax import linalg, robust
+from drjax.agents import registry
 from drjax.agents.base import make_hparams
 from drjax.agents.lsvi import dr_lsvi_ucb, lsvi_ucb
 from drjax.envs.linear_mdp import LinearMDP
@@ -375,7 +376,6 @@ def test_the_recorded_action_is_the_played_action(name, options, values, level):
   # recorded states and actions, step by step, for one run and for a batch of seeds. (An argmax
   # written as elementwise comparisons let XLA compute it twice, a rounding apart at a near-tie:
   # at -O0 this We-DRIVE-U run recorded action 1 at its first step and played action 0.)
-  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
   env, params = random_linear_drmdp(jax.random.key(0), 6, 3, 4, 3)
   reward = np.asarray(env.model(params).reward)  # [H, S, A]
   K = 40
