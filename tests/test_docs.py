@@ -225,11 +225,17 @@ def _github_slug(heading):
   return text.replace(" ", "-")
 
 
-def _anchors(path):
+def _headings(path):
+  """``[(level, text)]`` of a Markdown page's headings, outside code blocks, in order."""
   with open(path, encoding="utf-8") as f:
     text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+  return [(len(marks), heading)
+          for marks, heading in re.findall(r"^(#{1,6})\s+(.*?)\s*#*\s*$", text, re.M)]
+
+
+def _anchors(path):
   slugs, seen = set(), {}
-  for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", text, re.M):
+  for _, heading in _headings(path):
     slug = _github_slug(heading)
     n = seen.get(slug, 0)
     seen[slug] = n + 1
@@ -291,9 +297,7 @@ def test_no_docs_page_repeats_a_section():
   # "Machines" and "Time to first result" twice, the second copy with an older sitting's figures.
   repeated = {}
   for page in [*_docs_pages(), "../README.md"]:
-    with open(os.path.join(ROOT, "docs", page), encoding="utf-8") as f:
-      text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
-    headings = re.findall(r"^(#{1,6} .+?)\s*$", text, re.M)
+    headings = _headings(os.path.join(ROOT, "docs", page))
     twice = sorted({h for h in headings if headings.count(h) > 1})
     if twice:
       repeated[page] = twice
