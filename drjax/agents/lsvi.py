@@ -145,8 +145,8 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
   grid_size = getattr(oracle, "grid_size", 0)
   bonus = pieces.width_name(width)  # the agent's own width, recorded as it is
 
-  def q_fn(qf: QFunction, h, phi_all, fail, clip: bool = True):
-    return q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail, clip=clip)
+  def q_fn(qf: QFunction, h, phi_all, fail, clip: bool = True, dot: bool = False):
+    return q_at(qf.w[h], qf.pinv[h], qf.beta, qf.top[h], phi_all, fail, clip=clip, dot=dot)
 
   def _check_model_dims(model, name: str) -> None:
     _checks.model(model, name)
@@ -303,7 +303,9 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
       q = q_fn(qf, h, phi_all, fail)
       return jnp.where(q[known.learned] >= q[known.action], known.learned,
                        known.action).astype(jnp.int32)
-    q = q_fn(qf, h, phi_all, fail, clip=(tie_break == "first"))
+    # ``dot``: the Q-values as one contraction the argmax reads (pieces.linear_q: 1.22x faster
+    # at 1,000 seeds than the unrolled sum fused into the argmax's reduction).
+    q = q_fn(qf, h, phi_all, fail, clip=(tie_break == "first"), dot=True)
     return jnp.argmax(q).astype(jnp.int32)
 
   def regression_features(phi_all, a):

@@ -151,7 +151,7 @@ def truncate(q: Array, top, form) -> Array:
 
 def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: float,
              width_form, truncation="paper", fail_zero: bool = True, clip: bool = True,
-             known=None, quad: Array | None = None) -> Array:
+             known=None, quad: Array | None = None, dot: bool = False) -> Array:
   """``[..., A]`` ``Q_h = truncate(phi^T w + sign * beta * width(phi))``, 0 at the fail state.
 
   ``sign = +1``: optimism (online bonus); ``-1``: pessimism (offline penalty). ``width_form``: a
@@ -160,6 +160,14 @@ def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: fl
   phi`` that replaces an elliptical width. ``known``: a ``KnownAction`` (``drjax.agents.lsvi``):
   its action's Q is ``known.value(phi_all)`` (no regression, width or truncation), the other
   action's Q is computed from its own features.
+  ``dot=True``: the d-rectangular contraction ``phi_all @ (w + sign beta sqrt(diag Lambda^-1))``
+  is one ``dot`` rather than ``linalg._small_matmul``'s unrolled sum (the same number up to float
+  rounding). The greedy action asks for it (``lsvi._act``): unrolled, the sum is fused into the
+  argmax, a variadic reduction whose loop XLA's CPU backend does not vectorize; as a ``dot`` the
+  argmax reads a computed ``[A]`` row. DR-LSVI-UCB on the linear MDP through ``drjax.sweep``,
+  ``amd-epyc-2c``, eight alternating processes of 21 calls each: 1,000 seeds x 100 episodes
+  0.057 s -> 0.047 s (1.22x), 10,000 x 100 0.564 -> 0.542 s, 20 x 100 unchanged (1.6 ms), one seed
+  x 3,000 episodes 7.4 -> 7.6 ms. Planning keeps the unrolled sum.
   """
   wf = width_fn(width_form)
 
@@ -179,7 +187,8 @@ def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: fl
     q = jnp.stack(parts, axis=-1)
   else:
     if wf is d_rectangular:  # linear in phi: one contraction
-      q = linalg._small_matmul(phi_all, w + sign * beta * sqrt_diag(pinv))
+      v = w + sign * beta * sqrt_diag(pinv)
+      q = phi_all @ v if dot else linalg._small_matmul(phi_all, v)
     else:
       q = linalg._small_matmul(phi_all, w) + sign * beta * width_at(phi_all, None)
     if clip:
