@@ -111,8 +111,9 @@ def _small_matmul(a: Array, b: Array) -> Array:
   Under ``vmap`` over seeds a tiny product becomes a batched ``dot`` that XLA's CPU backend runs
   as one small matrix product per batch entry (``[16, 4] x [4]`` at batch 10,000: 0.5 ms alone),
   far below its elementwise speed; the unrolled sum is fused into the elementwise work around it.
-  Used for the online agents' Q-values (``pieces.linear_q``: ``phi_all @ w``) and the linear MDP's
-  step (``phi @ mu_h``, ``phi @ theta_h``): DR-LSVI-UCB on the linear MDP (d = 4) through
+  Used for the online agents' Q-values in planning (``pieces.linear_q``: ``phi_all @ w``; the greedy
+  action asks for a ``dot``, ``linear_q(..., dot=True)``) and the linear MDP's step (``phi @
+  mu_h``, ``phi @ theta_h``): DR-LSVI-UCB on the linear MDP (d = 4) through
   ``drjax.sweep``'s program ran 1.22x faster at 10,000 seeds x 100 episodes, 1.07x at 1,000 and
   1.39x at 20 (``intel-xeon-2c``, both programs in one process, medians of 21 calls). Not used
   where it did not pay: the exact dual's ``g^T min(v, c)`` and ``Lambda^-1 y`` (XLA then fused
