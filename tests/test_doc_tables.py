@@ -77,7 +77,7 @@ def _copy(tmp_path):
 
 def test_a_changed_result_file_makes_the_tables_stale(tmp_path):
   root = _copy(tmp_path)
-  path = os.path.join(root, "benchmarks/results/intel-xeon-2c-engine-current-2.json")
+  path = os.path.join(root, f"benchmarks/results/{doc_tables.ENGINE_ENTRY[0]}-2.json")
   with open(path, encoding="utf-8") as f:
     d = json.load(f)
   d["benchmarks"]["engine"]["workloads"]["linear_1x3000"]["speedup_vs_best_numpy"] = 99.0
@@ -90,6 +90,21 @@ def test_a_changed_result_file_makes_the_tables_stale(tmp_path):
   # Regenerating writes the new value into both pages, and then they are current.
   assert doc_tables.regenerate(root) == ["README.md", "docs/benchmarks.md"]
   assert "99.0x" in _read(root, "README.md")
+  assert doc_tables.regenerate(root, check=True) == []
+
+
+def test_the_engine_table_reads_only_its_sittings_numbered_runs(tmp_path):
+  """``<prefix>-<n>.json`` only: ``amd-epyc-2c-engine-before-rng-hoist-1.json`` is another sitting
+  whose name starts with the ``before`` prefix; it must not widen the table's ranges."""
+  root = _copy(tmp_path)
+  for prefix in doc_tables.ENGINE_ENTRY:
+    with open(os.path.join(root, f"benchmarks/results/{prefix}-1.json"), encoding="utf-8") as f:
+      d = json.load(f)
+    for w in d["benchmarks"]["engine"]["workloads"].values():
+      w["speedup_vs_best_numpy"] = 99.0
+    with open(os.path.join(root, f"benchmarks/results/{prefix}-other-sitting-1.json"), "w",
+              encoding="utf-8") as f:
+      json.dump(d, f)
   assert doc_tables.regenerate(root, check=True) == []
 
 

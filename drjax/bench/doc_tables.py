@@ -93,11 +93,12 @@ def _size(w):
 
 # The sittings of `drjax bench --only engine` (three runs each) the engine-entry table shows: the
 # latest first (its times), then an earlier one (its ratios, for comparison).
-ENGINE_ENTRY = ("intel-xeon-2c-engine-current", "intel-xeon-2c-engine-before")
+ENGINE_ENTRY = ("amd-epyc-2c-engine-current", "amd-epyc-2c-engine-before")
 
 
 def _engine_runs(root, prefix):
-  files = sorted(glob.glob(os.path.join(root, RESULTS, f"{prefix}-*.json")))
+  # Only `<prefix>-<n>.json`: `amd-epyc-2c-engine-before-rng-hoist-1.json` is another sitting.
+  files = sorted(glob.glob(os.path.join(root, RESULTS, f"{prefix}-[0-9].json")))
   return [_load(root, os.path.relpath(f, root)) for f in files]
 
 
