@@ -419,6 +419,9 @@ def filled_slots(root):
 
 
 FIRST_RESULT = f"{RESULTS}/amd-epyc-2c-first-result.json"
+# The README's test command, timed once (`python -m drjax.bench.suite_time`): the last row.
+TEST_SUITE = f"{RESULTS}/amd-epyc-2c-test-suite.json"
+TEST_SUITE_GOAL = 300.0
 # (key, what, goal s or None): the goals of issue 35, on two quiet cores without a cache.
 FIRST_RESULT_ROWS = (
     ("help", "`drjax --help`", 1.0),
@@ -499,6 +502,8 @@ def first_result(root):
                    "—" if goal_p is None else f"< {goal_p:g} s", _fixed(bc, 2), _fixed(ac, 2),
                    "—" if goal_p is None else (f"met ({ac:.2f} s)" if ac <= goal_p else
                                                f"**missed by {ac - goal_p:.2f} s**")))
+  suite = _test_suite_row(root)
+  rows += [suite[0]] if suite else []
   table = _table(("cold, no compilation cache", "goal", "before: wall s (CPU s)",
                   "after: wall s (CPU s)", "goal met?"), rows)
   lo, hi = d.get("load_start"), d.get("load_end")
@@ -516,7 +521,28 @@ def first_result(root):
           f"before and after interleaved, medians of {_runs_text(after)}; {load}. Before: "
           f"`{before.get('commit', 'the code before issue 35')}`; after: "
           f"`{after.get('commit', 'now')}` ({_link(FIRST_RESULT)}; `drjax bench --only "
-          f"first_result`).{note}")
+          f"first_result`).{note}" + (suite[1] if suite else ""))
+
+
+def _test_suite_row(root):
+  """The test command's row and its sentence, from ``TEST_SUITE`` (None if there is none)."""
+  if not os.path.exists(os.path.join(root, TEST_SUITE)):
+    return None
+  t = _load(root, TEST_SUITE)
+  j, wall, goal = t["jax"], t["wall_s"], TEST_SUITE_GOAL
+  why = (f"the tests take {t['test_s']:,.0f} s of the two workers' time, of which XLA compiling "
+         f"{j['xla_count']:,} programs {j['xla_s']:,.0f} s, tracing {j['trace_s']:,.0f} s and "
+         f"lowering {j['lower_s']:,.0f} s (in the pytest processes; commands the tests start are "
+         f"not counted)")
+  status = f"met ({wall:.0f} s)" if wall <= goal else f"**missed by {wall - goal:.0f} s**: {why}"
+  row = (f"the README's test command, `{t['command']}` ({t['passed']:,} tests)", f"< {goal:g} s",
+         "—", f"{wall:.0f}", status)
+  commit = t.get("source", {}).get("source_commit")
+  text = (f" The test command: one run on `{t['machine']['name']}`"
+          + (f" at `{commit[:7]}`" if commit else "") + f", {t['created'][:16]} UTC, with the "
+          "suite's own compilation cache (empty at the start, shared by its processes) "
+          f"({_link(TEST_SUITE)}; `python -m drjax.bench.suite_time`).")
+  return row, text
 
 
 def first_result_programs(root):
