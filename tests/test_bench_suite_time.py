@@ -28,7 +28,8 @@ def test_durations_and_summary_are_read_from_pytest_output():
   assert total == pytest.approx(12.5 + 1.25 + 0.75 + 0.01)
   assert rows == [("tests/test_a.py", 13.25), ("tests/test_b.py", 1.26)]
   assert suite_time.parse_summary(OUTPUT) == ("8 passed, 2 warnings", 8)
-  assert suite_time.parse_summary("1 failed, 3 passed in 2.00s") == (None, None)
+  assert suite_time.parse_summary("= 1 failed, 3 passed in 2.00s =") == ("1 failed, 3 passed", 3)
+  assert suite_time.parse_summary("no summary here") == (None, None)
 
 
 def test_the_plugin_counts_each_processs_compilations(tmp_path):

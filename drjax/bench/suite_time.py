@@ -7,7 +7,7 @@ spent tracing to jaxprs and lowering to StableHLO (``jax.monitoring`` events). C
 tests start in a fresh interpreter (the command-line tests, the notebooks, the docs' code blocks)
 are not counted there; their time is part of their tests' durations.
 
-Writes ``{"machine", "source", "command", "wall_s", "summary", "passed", "test_s", "by_file",
+Writes ``{"machine", "source", "command", "wall_s", "summary", "failed", "passed", "test_s", "by_file",
 "jax", "load_start", "load_end", "created"}``: ``test_s`` is the sum of every test's setup, call
 and teardown durations over the workers (``pytest-xdist``'s two by default), ``by_file`` the
 files with the largest sums.
@@ -31,7 +31,7 @@ import time
 COMMAND = ["-m", "pytest", "-q"]  # the README's test command, after its `pip install`
 EXTRA = ["--durations=0", "-p", "drjax.bench._suite_events", "-p", "no:cacheprovider"]
 _DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown)\s+(\S+?\.py)::")
-_SUMMARY = re.compile(r"^=*\s*(\d+ passed.*) in ([\d.]+)s")
+_SUMMARY = re.compile(r"^=*\s*((?:\d+ failed, )?\d+ passed.*) in ([\d.]+)s")
 
 
 def parse_durations(text: str, top: int = 12) -> tuple[float, list]:
@@ -47,11 +47,12 @@ def parse_durations(text: str, top: int = 12) -> tuple[float, list]:
 
 
 def parse_summary(text: str) -> tuple[str | None, int | None]:
-  """pytest's last summary line (``"4715 passed, 94 warnings"``) and the number passed."""
+  """pytest's last summary line (``"4715 passed, 94 warnings"``, ``"1 failed, 4714 passed"``) and
+  the number passed."""
   for line in reversed(text.splitlines()):
     m = _SUMMARY.match(line.strip())
     if m:
-      return m.group(1), int(m.group(1).split()[0])
+      return m.group(1), int(re.search(r"(\d+) passed", m.group(1)).group(1))
   return None, None
 
 
@@ -82,6 +83,7 @@ def run(repo: str) -> dict:
   return {"machine": machine_info(), "source": source_info(),
           "command": "python " + " ".join(COMMAND), "extra_options": EXTRA,
           "returncode": proc.returncode, "wall_s": round(wall, 1), "summary": summary,
+          "failed": [line for line in out.splitlines() if line.startswith(("FAILED", "ERROR"))],
           "passed": passed, "test_s": test_s, "by_file": by_file, "jax": jax_events,
           "load_start": [round(x, 2) for x in load_start],
           "load_end": [round(x, 2) for x in load_end],
