@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -85,3 +86,19 @@ def test_the_table_row_says_by_how_much_and_why(tmp_path):
   assert doc_tables._test_suite_row(str(tmp_path))[0][4] == "met (299 s)"
   os.remove(tmp_path / doc_tables.TEST_SUITE)
   assert doc_tables._test_suite_row(str(tmp_path)) is None
+
+
+def test_the_test_command_gets_sigint_even_when_the_benchmark_runs_in_the_background():
+  """Started with ``&``, the benchmark has SIGINT ignored; its pytest must not inherit that (the
+  Ctrl-C tests failed so in a background run)."""
+  code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+  old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True)
+    bench = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, **suite_time.child_options())
+  finally:
+    signal.signal(signal.SIGINT, old)
+  assert plain.stdout.strip() == "False"  # what the benchmark's pytest got before
+  assert bench.stdout.strip() == "True"

@@ -23,6 +23,7 @@ import collections
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,18 @@ def merge_events(paths) -> dict:
   return {k: round(v, 2) if isinstance(v, float) else v for k, v in sorted(tot.items())}
 
 
+def _sigint_default() -> None:
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def child_options() -> dict:
+  """How the test command is started: as at a terminal, with SIGINT at its default action. A
+  command started in the background (``cmd &``) inherits SIGINT ignored, and Python then raises
+  no ``KeyboardInterrupt``: the tests of Ctrl-C (``test_sweeps_interrupt.py``,
+  ``test_reproduce_interrupt.py``) fail there and nowhere else."""
+  return {"preexec_fn": _sigint_default} if os.name == "posix" else {}
+
+
 def run(repo: str) -> dict:
   from drjax.bench.machine import machine_info, source_info  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory(prefix="drjax-suite-events-") as events:
@@ -73,7 +86,7 @@ def run(repo: str) -> dict:
     load_start = list(os.getloadavg())
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable] + COMMAND + EXTRA, cwd=repo, env=env,
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, **child_options())
     wall = time.perf_counter() - t0
     load_end = list(os.getloadavg())
     jax_events = merge_events(os.path.join(events, f) for f in sorted(os.listdir(events)))
