@@ -77,13 +77,13 @@ def test_the_table_row_says_by_how_much_and_why(tmp_path):
   (tmp_path / doc_tables.TEST_SUITE).write_text(json.dumps(res))
   row, text = doc_tables._test_suite_row(str(tmp_path))
   assert row[1] == "< 300 s" and row[3] == "480"
-  assert row[4].startswith("**missed by 180 s**")  # 480.4 - 300
+  assert row[4].startswith("**missed by 180.4 s**")  # 480.4 - 300
   for part in ("924 s", "10,523 programs 371 s", "tracing 127 s", "lowering 128 s"):
     assert part in row[4]
   assert "`abcdef0`" in text and "2026-12-07 06:00 UTC" in text
   res["wall_s"] = 299.0
   (tmp_path / doc_tables.TEST_SUITE).write_text(json.dumps(res))
-  assert doc_tables._test_suite_row(str(tmp_path))[0][4] == "met (299 s)"
+  assert doc_tables._test_suite_row(str(tmp_path))[0][4] == "met (299.0 s)"
   os.remove(tmp_path / doc_tables.TEST_SUITE)
   assert doc_tables._test_suite_row(str(tmp_path)) is None
 

@@ -112,10 +112,8 @@ def main(argv=None) -> int:
   if not os.path.isdir(os.path.join(args.repo, "tests")):
     ap.error(f"--repo must be a drjax checkout with a tests/ folder, got {args.repo!r}")
   res = run(args.repo)
-  tmp = args.json + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(res, f, indent=1)
-  os.replace(tmp, args.json)
+  from drjax import _io  # pylint: disable=g-import-not-at-top
+  _io.atomic_write(args.json, json.dumps(res, indent=1))
   print(json.dumps({k: res[k] for k in ("wall_s", "summary", "test_s", "jax")}))
   return 0 if res["returncode"] == 0 else 1
 
