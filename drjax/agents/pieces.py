@@ -165,7 +165,8 @@ def linear_q(w: Array, pinv: Array, beta, top, phi_all: Array, fail, *, sign: fl
   rounding). The greedy action asks for it (``lsvi._act``): unrolled, the sum is fused into the
   argmax, a variadic reduction whose loop XLA's CPU backend does not vectorize; as a ``dot`` the
   argmax reads a computed ``[A]`` row. DR-LSVI-UCB on the linear MDP through ``drjax.sweep``,
-  ``amd-epyc-2c``, eight alternating processes of 21 calls each: 1,000 seeds x 100 episodes
+  ``amd-epyc-2c``, alternating processes of 21 calls each (eight pairs at 1,000 seeds, three at
+  10,000, six at 20 and at one seed): 1,000 seeds x 100 episodes
   0.057 s -> 0.047 s (1.22x), 10,000 x 100 0.564 -> 0.542 s, 20 x 100 unchanged (1.6 ms), one seed
   x 3,000 episodes 7.4 -> 7.6 ms. Planning keeps the unrolled sum.
   """
