@@ -303,8 +303,7 @@ def _build(name, oracle, width, scale, reward, H, d, A, K, clip, tie_break, fail
       q = q_fn(qf, h, phi_all, fail)
       return jnp.where(q[known.learned] >= q[known.action], known.learned,
                        known.action).astype(jnp.int32)
-    # ``dot``: the Q-values as one contraction the argmax reads (pieces.linear_q: 1.22x faster
-    # at 1,000 seeds than the unrolled sum fused into the argmax's reduction).
+    # ``dot``: the Q-values as one contraction the argmax reads (why: ``pieces.linear_q``).
     q = q_fn(qf, h, phi_all, fail, clip=(tie_break == "first"), dot=True)
     return jnp.argmax(q).astype(jnp.int32)
 
