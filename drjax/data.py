@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from typing import Callable, NamedTuple
 
 import jax
@@ -36,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import _checks
+from drjax import _io
 from drjax._precision import exact_matmuls
 from drjax._checks import check_int
 
@@ -349,16 +349,9 @@ def save(path: str | os.PathLike, ds: Dataset, *, metadata: dict | None = None) 
   arrays = {f: np.asarray(x) for f, x in zip(FIELDS, ds)}
   meta = {"format": FORMAT, "fields": list(FIELDS), "metadata": metadata or {}}
   text = json.dumps(meta)
-  folder = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix=".dataset-", suffix=".npz", dir=folder)
-  try:
-    with os.fdopen(fd, "wb") as f:
+  with _io.atomic_path(path, prefix=".dataset-", suffix=".npz") as tmp:
+    with open(tmp, "wb") as f:
       np.savez(f, __meta__=np.asarray(text), **arrays)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
 
 
 def load(path: str | os.PathLike, *, env=None, agent=None) -> tuple[Dataset, dict]:

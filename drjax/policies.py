@@ -45,7 +45,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from typing import Callable, Sequence
 
 import jax
@@ -53,6 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from drjax import _checks
+from drjax import _io
 from drjax import data as data_lib
 from drjax.agents.base import QFunction
 
@@ -108,16 +108,9 @@ def save(path: str | os.PathLike, qf: QFunction, num_actions: int, *, agent: str
   meta = {"format": FORMAT, "horizon": int(H), "feature_dim": int(d), "num_actions": A,
           "num_policies": int(lead[0]) if lead else 0, "agent": agent,
           "options": options or {}, "metadata": metadata or {}}
-  folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-  fd, tmp = tempfile.mkstemp(prefix=".policy-", suffix=".npz", dir=folder)
-  try:
-    with os.fdopen(fd, "wb") as f:
+  with _io.atomic_path(os.fspath(path), prefix=".policy-", suffix=".npz") as tmp:
+    with open(tmp, "wb") as f:
       np.savez(f, __meta__=np.asarray(json.dumps(meta)), **arrays)
-    os.replace(tmp, os.fspath(path))
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
 
 
 def load(path: str | os.PathLike, *, env=None, index: int | None = None

@@ -136,3 +136,35 @@ def test_out_probe_removes_the_directories_it_created_when_it_fails(tmp_path, ca
     cli.main(["reproduce", "fig2", "--out", out, "--quiet"])
   assert not base.exists()
   assert "File name too long" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("step", ["mkdir", "rename-1", "rename-2"])
+def test_ctrl_c_just_after_a_filesystem_step_leaves_one_complete_directory(step, tmp_path,
+                                                                          monkeypatch):
+  """A KeyboardInterrupt arriving right after ``os.mkdir`` made the new directory, or right after
+  either rename of the swap (Python delivers a Ctrl-C between any two bytecodes): ``out`` holds
+  ``figX`` complete (previous or new contents) and nothing else. CI once found an orphan
+  ``.fig2.new.<pid>.*`` after a Ctrl-C that came inside ``tempfile.mkdtemp``."""
+  out = str(tmp_path)
+  outputs.write_figure(out, "figX", {"old": PANEL}, plot=lambda panels, base: None)
+  real_mkdir, real_rename, renames = os.mkdir, os.rename, []
+
+  def mkdir(path, *args, **kwargs):
+    real_mkdir(path, *args, **kwargs)
+    if step == "mkdir" and ".figX.new." in str(path):
+      raise KeyboardInterrupt
+
+  def rename(src, dst):
+    real_rename(src, dst)
+    renames.append(dst)
+    if step == f"rename-{len(renames)}":
+      raise KeyboardInterrupt
+
+  monkeypatch.setattr(os, "mkdir", mkdir)
+  monkeypatch.setattr(os, "rename", rename)
+  with pytest.raises(KeyboardInterrupt):
+    outputs.write_figure(out, "figX", {"new": PANEL}, plot=lambda panels, base: None)
+  monkeypatch.undo()
+  assert os.listdir(out) == ["figX"]
+  want = ["new.json"] if step == "rename-2" else ["old.json"]
+  assert sorted(os.listdir(os.path.join(out, "figX"))) == want

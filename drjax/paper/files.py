@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 
 from drjax import _io
 from drjax.paper import plotting
@@ -82,8 +81,8 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   ``plot(panels, path_base)`` draws the figure (default: the curve panels,
   ``plotting.save_curve_figure``).
 
-  Everything goes to ``out_dir/.<name>.new.<pid>.*`` first, marked complete when done; then the
-  previous ``out_dir/<name>`` is renamed to ``.<name>.old.<pid>.*``, the new directory renamed into
+  Everything goes to ``out_dir/.<name>.new.<pid>.0`` first, marked complete when done; then the
+  previous ``out_dir/<name>`` is renamed to ``.<name>.old.<pid>.0``, the new directory renamed into
   place and the old one deleted. A run killed anywhere in between leaves a state that ``recover``
   (called first by every later write) turns back into a complete ``out_dir/<name>``.
   """
@@ -92,8 +91,16 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   final = os.path.join(out_dir, name)
   pid = os.getpid()
   tmp = old = None
+  # The temporary paths are named before they are created, so a KeyboardInterrupt arriving just
+  # after ``os.mkdir`` or ``os.rename`` still finds them in the handler below (``mkdtemp`` returns
+  # its path only after more Python code runs: a Ctrl-C there left an orphan ``.new`` directory).
+  # Only this process uses names with its pid; ``recover`` deletes those of dead processes.
+  new_path = os.path.join(out_dir, f".{name}.new.{pid}.0")
+  old_path = os.path.join(out_dir, f".{name}.old.{pid}.0")
   try:  # a KeyboardInterrupt anywhere below (Ctrl-C) leaves the previous directory in place
-    tmp = tempfile.mkdtemp(prefix=f".{name}.new.{pid}.", dir=out_dir)
+    shutil.rmtree(new_path, ignore_errors=True)  # left by this process's own earlier failure
+    tmp = new_path
+    os.mkdir(tmp, _io.DIR_MODE)
     os.chmod(tmp, _io.DIR_MODE)  # renamed into place below: readable like any other directory
     for tag, panel in panels.items():
       with open(os.path.join(tmp, f"{tag}.json"), "w") as f:
@@ -104,8 +111,8 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
       plot(panels, os.path.join(tmp, name))
     open(os.path.join(tmp, _COMPLETE), "w").close()
     if os.path.exists(final):
-      old = tempfile.mkdtemp(prefix=f".{name}.old.{pid}.", dir=out_dir)
-      os.rmdir(old)
+      shutil.rmtree(old_path, ignore_errors=True)
+      old = old_path
       os.rename(final, old)
     os.rename(tmp, final)
     tmp = None
@@ -115,7 +122,13 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   except BaseException:
     if tmp is not None:
       shutil.rmtree(tmp, ignore_errors=True)
-    if old is not None and not os.path.exists(final) and os.path.exists(old):
+    if os.path.exists(final):  # the previous directory, or the new one once renamed into place
+      marker = os.path.join(final, _COMPLETE)
+      if os.path.exists(marker):
+        os.remove(marker)
+      if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    elif old is not None and os.path.exists(old):
       os.rename(old, final)
     raise
   return final

@@ -6,11 +6,11 @@ import glob
 import json
 import os
 import sys
-import tempfile
 import time
 
 import jax
 
+from drjax import _io
 from drjax.paper import outputs, programs as paper
 
 
@@ -44,9 +44,12 @@ def check_out_dir(out: str) -> None:
     for d in reversed(missing):
       os.mkdir(d)
       created.append(d)
-    fd, probe = tempfile.mkstemp(prefix=".drjax-probe-", dir=out)
-    os.close(fd)
-    os.remove(probe)
+    probe = _io.temp_name(out, prefix=".drjax-probe-")
+    try:
+      open(probe, "xb").close()
+    finally:
+      if os.path.lexists(probe):
+        os.remove(probe)
   except OSError as e:
     for d in reversed(created):
       try:

@@ -28,8 +28,9 @@ _atomic_write = _io.atomic_write
 
 
 def _temp_path(out: str, name: str) -> str:
-  """A new empty temporary file in ``out`` for ``name`` (renamed onto it when complete)."""
-  return _io.temp_file(out, prefix=f".tmp-{name}-")
+  """A fresh temporary path in ``out`` for ``name``, not yet created (renamed onto it when
+  complete; the caller holds the name before the file exists, see ``_io.temp_name``)."""
+  return _io.temp_name(out, prefix=f".tmp-{name}-")
 
 
 def _chunk_path(out: str, j: int) -> str:
