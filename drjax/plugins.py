@@ -12,7 +12,9 @@ A plugin is a Python module (an importable name, ``my_lab.agents``) or a file
   lazily, the first time a registry is read. An entry point may name a module (imported) or a
   function (called with no arguments).
 
-Loading is idempotent: a file or module already loaded is not executed twice.
+Loading is idempotent while a plugin's source is unchanged; after an edit, ``load`` executes it
+again and its registrations replace the earlier version's. A plugin that fails to import
+registers nothing.
 """
 
 from __future__ import annotations
@@ -52,42 +54,112 @@ def resolve(spec: str) -> str:
   return spec
 
 
-def load(spec: str):
-  """Imports the plugin ``spec`` (a module name or a ``.py`` file) once; returns the module.
+def _registries():
+  """The agent and environment registries' contents, built-ins loaded first (``_restore``)."""
+  from drjax import envs  # pylint: disable=g-import-not-at-top
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  registry._load()  # pylint: disable=protected-access
+  return (dict(registry._REGISTRY), dict(registry._SOURCES),  # pylint: disable=protected-access
+          dict(envs._REGISTRY), dict(envs._SOURCES), dict(envs.SWEEP_SPECS))  # pylint: disable=protected-access
 
-  Raises ``PluginError`` naming the plugin when the file or module does not exist or fails to
-  import (the original exception is chained).
+
+def _restore(snapshot) -> None:
+  """Puts back what ``_registries`` saw: a plugin that fails to import registers nothing."""
+  from drjax import envs  # pylint: disable=g-import-not-at-top
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  for target, saved in zip((registry._REGISTRY, registry._SOURCES,  # pylint: disable=protected-access
+                            envs._REGISTRY, envs._SOURCES, envs.SWEEP_SPECS), snapshot):  # pylint: disable=protected-access
+    target.clear()
+    target.update(saved)
+
+
+def load(spec: str):
+  """Imports the plugin ``spec`` (a module name or a ``.py`` file); returns the module.
+
+  A plugin whose source is unchanged since it was loaded is not executed again. One whose source
+  changed (a file or module edited in a running notebook) is executed again: its registrations
+  replace those of the earlier version (the same source, ``registry.register``). Loading is all
+  or nothing: a plugin that fails to import leaves the agent and environment registries as they
+  were (an edited plugin that fails keeps its previous version). Raises ``PluginError`` naming
+  the plugin when the file or module does not exist or fails to import (the original exception
+  is chained).
   """
   key = resolve(spec)
   if key in _LOADED:
-    return sys.modules[_LOADED[key]]
+    old = sys.modules.get(_LOADED[key])
+    if old is not None and _current_hash(key, old) in (None, _SOURCES.get(key)):
+      return old  # unchanged (or no longer readable: the version loaded stays)
   if _is_file(key):
     if not os.path.isfile(key):
       raise PluginError(f"plugin {spec!r}: no such file ({key})")
+  snapshot = _registries()
+  if _is_file(key):
     stem = os.path.splitext(os.path.basename(key))[0].replace("-", "_")
     name = f"drjax_plugin_{stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    with open(key, "rb") as f:
+      data = f.read()
+    source = _digest([("", data)])  # the hash of exactly the bytes executed below
     mspec = importlib.util.spec_from_file_location(name, key)
     module = importlib.util.module_from_spec(mspec)
+    previous = sys.modules.get(name)
     sys.modules[name] = module
     try:
-      mspec.loader.exec_module(module)
-    except Exception as e:
-      del sys.modules[name]
+      exec(compile(data, key, "exec", dont_inherit=True), module.__dict__)  # pylint: disable=exec-used
+    except BaseException as e:
+      if previous is None:
+        del sys.modules[name]
+      else:
+        sys.modules[name] = previous
+      _restore(snapshot)
+      if not isinstance(e, Exception):
+        raise
       raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
   else:
     name = key
     try:
-      module = importlib.import_module(key)
+      if key in _LOADED and key in sys.modules:  # edited since it was loaded
+        module = _reexecute(spec, sys.modules[key])
+      else:
+        module = importlib.import_module(key)
+    except PluginError:
+      _restore(snapshot)
+      raise
     except ModuleNotFoundError as e:
+      _restore(snapshot)
       if e.name and key.startswith(e.name):
         raise PluginError(f"plugin {spec!r}: no module named {e.name!r} (give an importable "
                           "module name or the path of a .py file)") from e
       raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
-    except Exception as e:
+    except BaseException as e:
+      _restore(snapshot)
+      if not isinstance(e, Exception):
+        raise
       raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
+    source = _hash_source(key, module)
   _LOADED[key] = name
-  _SOURCES[key] = _hash_source(key, module)
+  _SOURCES[key] = source
   return module
+
+
+def _reexecute(spec: str, module):
+  """Executes an edited single-file module plugin again, in its namespace, from the bytes read
+  now (``importlib.reload`` could run a stale ``.pyc`` of a same-size edit within a second). A
+  package is not re-executed: ``PluginError`` (its submodules would keep their old code)."""
+  if getattr(module, "__path__", None):
+    raise PluginError(f"plugin {spec!r} is a package whose source changed since it was loaded; "
+                      "a package cannot be loaded again in a running process: restart it")
+  with open(module.__file__, "rb") as f:
+    data = f.read()
+  exec(compile(data, module.__file__, "exec", dont_inherit=True), module.__dict__)  # pylint: disable=exec-used
+  return module
+
+
+def _current_hash(key: str, module) -> str | None:
+  """The source hash of a loaded plugin as it is on disk now (None if it cannot be read)."""
+  try:
+    return _hash_source(key, None if _is_file(key) else module)
+  except OSError:
+    return None
 
 
 def source_hash(spec: str) -> str:
@@ -125,10 +197,17 @@ def _hash_source(key: str, module) -> str:
           subdirs[:] = sorted(x for x in subdirs if x != "__pycache__")
           files += [(os.path.relpath(os.path.join(d, f), root), os.path.join(d, f))
                     for f in sorted(names) if f.endswith(".py")]
-  h = hashlib.sha256()
+  items = []
   for label, path in files:
     with open(path, "rb") as f:
-      data = f.read()
+      items.append((label, f.read()))
+  return _digest(items)
+
+
+def _digest(items) -> str:
+  """SHA-256 (first 16 hex digits) of ``(label, bytes)`` pairs, each with its length."""
+  h = hashlib.sha256()
+  for label, data in items:
     h.update(f"{label}\0{len(data)}\0".encode())
     h.update(data)
   return h.hexdigest()[:16]

@@ -29,18 +29,107 @@ EXAMPLE = os.path.join(ROOT, "experiments", "custom_agent.py")
 def _restore_registry():
   """Every agent registered here is removed afterwards (other modules loop over the registry)."""
   registry.names()
-  saved = dict(registry._REGISTRY)  # pylint: disable=protected-access
-  sources = dict(registry._SOURCES)  # pylint: disable=protected-access
-  loaded = dict(plugins._LOADED)  # pylint: disable=protected-access
+  kept = (registry._REGISTRY, registry._SOURCES, plugins._LOADED,  # pylint: disable=protected-access
+          plugins._SOURCES, drjax.envs._REGISTRY, drjax.envs._SOURCES,  # pylint: disable=protected-access
+          drjax.envs.SWEEP_SPECS)
+  saved = [dict(d) for d in kept]
   yield
-  for d, old in ((registry._REGISTRY, saved), (registry._SOURCES, sources),  # pylint: disable=protected-access
-                 (plugins._LOADED, loaded)):  # pylint: disable=protected-access
+  for d, old in zip(kept, saved):
     d.clear()
     d.update(old)
 
 
 def _variant(name, display=None, **kw):
   return registry.get("drpvi").replace(name=name, display=display or name, **kw)
+
+
+def _write(path, display, extra=""):
+  path.write_text(textwrap.dedent(f"""
+      from drjax.agents import registry
+      registry.register(registry.get("pevi").replace(name="edited-agent", display="{display}"))
+  """) + extra)
+  return str(path)
+
+
+def test_an_edited_plugin_file_is_executed_again_and_an_unchanged_one_is_not(tmp_path):
+  """A notebook's loop: load, edit the file, load again: the agent is the edited one and the
+  recorded source hash is that of the new bytes; loading an unchanged file is a no-op."""
+  path = _write(tmp_path / "edited.py", "v1")
+  first = plugins.load(path)
+  h1 = plugins.source_hash(path)
+  assert registry.get("edited-agent").display == "v1"
+  assert plugins.load(path) is first  # unchanged: not executed again
+  _write(tmp_path / "edited.py", "v2")  # the same size, within the same second
+  plugins.load(path)
+  assert registry.get("edited-agent").display == "v2"
+  h2 = plugins.source_hash(path)
+  assert h2 != h1 and h2 == plugins._hash_source(path, None)  # pylint: disable=protected-access
+
+
+def test_an_edited_module_plugin_is_executed_again(tmp_path, monkeypatch):
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.delitem(sys.modules, "edited_mod", raising=False)
+  _write(tmp_path / "edited_mod.py", "m1")
+  plugins.load("edited_mod")
+  _write(tmp_path / "edited_mod.py", "m2")  # same size: a stale .pyc would run "m1"
+  plugins.load("edited_mod")
+  assert registry.get("edited-agent").display == "m2"
+  # A package is not re-executed after an edit (its submodules would stay old): an error.
+  registry.unregister("edited-agent")
+  pkg = tmp_path / "edited_pkg"
+  pkg.mkdir()
+  _write(pkg / "__init__.py", "p1")
+  monkeypatch.delitem(sys.modules, "edited_pkg", raising=False)
+  plugins.load("edited_pkg")
+  _write(pkg / "__init__.py", "p2")
+  with pytest.raises(plugins.PluginError, match="package whose source changed"):
+    plugins.load("edited_pkg")
+  assert registry.get("edited-agent").display == "p1"
+
+
+def test_a_plugin_that_fails_registers_nothing_and_a_failed_edit_keeps_the_version_loaded(
+    tmp_path):
+  broken = tmp_path / "broken.py"
+  broken.write_text(textwrap.dedent("""
+      from drjax.agents import registry
+      registry.register(registry.get("pevi").replace(name="half-agent", display="half"))
+      raise RuntimeError("the second half is broken")
+  """))
+  with pytest.raises(plugins.PluginError, match="the second half is broken"):
+    plugins.load(str(broken))
+  assert "half-agent" not in registry.names()
+  path = _write(tmp_path / "kept.py", "good")
+  plugins.load(path)
+  h = plugins.source_hash(path)
+  _write(tmp_path / "kept.py", "bad!", extra="raise RuntimeError('typo')\n")
+  for _ in range(2):  # refused each time while the file stays broken
+    with pytest.raises(plugins.PluginError, match="typo"):
+      plugins.load(path)
+    assert registry.get("edited-agent").display == "good"
+    assert plugins.source_hash(path) == h  # the version that runs
+
+
+def test_an_environment_plugin_can_be_loaded_again_after_an_edit(tmp_path):
+  code = textwrap.dedent("""
+      from drjax import envs
+      class MyEnv(envs.LinearMDP):
+        VERSION = {v}
+      envs.register("my-edited-env", MyEnv)
+  """)
+  path = tmp_path / "env_plugin.py"
+  path.write_text(code.format(v=1))
+  plugins.load(str(path))
+  path.write_text(code.format(v=22))
+  plugins.load(str(path))  # was: "environment 'my-edited-env' is already registered"
+  assert drjax.envs.make("my-edited-env").VERSION == 22
+  other = tmp_path / "other"
+  other.mkdir()
+  (other / "env_plugin.py").write_text(code.format(v=3))
+  with pytest.raises(plugins.PluginError, match="already registered from"):
+    plugins.load(str(other / "env_plugin.py"))
+  assert drjax.envs.make("my-edited-env").VERSION == 22
+  with pytest.raises(ValueError, match="'random' is a built-in environment"):
+    drjax.envs.register("random", drjax.envs.LinearMDP)
 
 
 # ---------------------------------------------------------------------------------------------

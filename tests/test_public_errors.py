@@ -346,7 +346,7 @@ spec("lsvi.make_agent", lsvi.make_agent,
           solver=CHOICE(), scale=OBJ()))
 spec("envs.register", envs.register, dict(name="linear-mdp", cls=envs.LinearMDP),
      dict(name=[(None, TypeError), ("", TypeError), (3, TypeError),
-                ("random", ValueError, "already registered")],
+                ("random", ValueError, "built-in environment")],
           cls=[(None, TypeError), ("x", TypeError)], sweep=OBJ(optional=True)))
 spec("envs.names", envs.names, dict(), dict())
 spec("pevi", offline.pevi, dict(horizon=H, feature_dim=D, num_actions=A),

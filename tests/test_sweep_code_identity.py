@@ -71,7 +71,10 @@ def test_source_hash_follows_the_source(tmp_path):
   try:
     first = plugins.source_hash("code_id_pkg")
     (pkg / "inner.py").write_text("X = 2\n")
-    plugins._SOURCES.pop("code_id_pkg")  # pylint: disable=protected-access  (a new process)
+    for name in ("code_id_pkg", "code_id_pkg.inner"):  # a new process
+      sys.modules.pop(name, None)
+    plugins._SOURCES.pop("code_id_pkg")  # pylint: disable=protected-access
+    plugins._LOADED.pop("code_id_pkg")  # pylint: disable=protected-access
     assert plugins.source_hash("code_id_pkg") != first
   finally:
     sys.path.remove(str(tmp_path))

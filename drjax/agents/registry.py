@@ -201,14 +201,15 @@ AUTO_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
 _BUILTIN_LOADING = False
 
 
-def _caller_source() -> str:
+def _caller_source(skip: str = __name__) -> str:
   """Where ``register`` was called from: the real path of the calling file (a module imported
   by name and the same file loaded as a plugin path are one source), or ``INTERACTIVE`` for
-  ``__main__`` code that is no file on disk (a notebook cell, ``python -c``, a REPL)."""
+  ``__main__`` code that is no file on disk (a notebook cell, ``python -c``, a REPL). Frames of
+  this module and of ``skip`` (the module whose ``register`` asks) are not the caller."""
   if _BUILTIN_LOADING:
     return BUILTIN
   frame = sys._getframe(1)  # pylint: disable=protected-access
-  while frame is not None and frame.f_globals.get("__name__") == __name__:
+  while frame is not None and frame.f_globals.get("__name__") in (__name__, skip):
     frame = frame.f_back
   if frame is None:
     return INTERACTIVE

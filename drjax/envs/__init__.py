@@ -67,6 +67,7 @@ _REGISTRY = {
     "ledge-grid": LedgeGrid,
     **{n: _gymnax(n) for n in _GYMNAX},
 }
+_SOURCES: dict[str, str] = {}  # name -> where a plugin registered it (registry._caller_source)
 
 
 class SweepSpec(NamedTuple):
@@ -132,18 +133,32 @@ del _n
 def register(name: str, cls, sweep: SweepSpec | None = None) -> None:
   """Registers an environment class ``cls`` (``cls(**env_args)`` builds it) under ``name``, for
   ``make`` and, with a ``SweepSpec``, for ``drjax.sweeps`` / ``drjax sweep --env name``. Plugins
-  call this (``drjax.plugins``); a name registered twice with another class is an error."""
+  call this (``drjax.plugins``). Registering a name again from the same source (the same file, or
+  the same interactive session: a notebook re-running its cell, an edited plugin loaded again)
+  replaces it; from another source, or a built-in environment's name, it is an error."""
   if not isinstance(name, str) or not name:
     raise TypeError(f"name must be a non-empty string, got {name!r}")
   if not callable(cls):
     raise TypeError(f"cls must be an environment class, got {cls!r}")
   if sweep is not None and not isinstance(sweep, SweepSpec):
     raise TypeError(f"sweep must be a SweepSpec or None, got {type(sweep).__name__}")
-  if name in _REGISTRY and _REGISTRY[name] is not cls:
-    raise ValueError(f"environment {name!r} is already registered")
+  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
+  where = registry._caller_source(skip=__name__)  # pylint: disable=protected-access
+  before = _SOURCES.get(name)
+  if name in _REGISTRY and before is None:  # a built-in environment
+    if _REGISTRY[name] is cls and sweep is None:
+      return
+    raise ValueError(f"environment {name!r} is a built-in environment and cannot be replaced; "
+                     "register yours under another name")
+  if before is not None and before != where and _REGISTRY[name] is not cls:
+    raise ValueError(f"environment {name!r} is already registered from {before}; registering it "
+                     f"from {where} would replace it: use another name")
   _REGISTRY[name] = cls
+  _SOURCES[name] = where
   if sweep is not None:
     SWEEP_SPECS[name] = sweep
+  else:
+    SWEEP_SPECS.pop(name, None)
 
 
 def names() -> tuple[str, ...]:
