@@ -329,6 +329,11 @@ def test_bounds_are_enforced_identically_in_the_three_places(capsys, tmp_path, n
   _register_bounded()
   for got in _three_errors(name, capsys, tmp_path, **hparams):
     assert message in got, got
+  if registry.get(name).kind == "offline":  # the agent-level API: the agent's own name
+    agent = registry.make(name, (3, 4, 2))
+    with pytest.raises(ValueError) as e:
+      offline.make_hparams(agent, **hparams)
+    assert message.replace(repr(name), repr(agent.name)) in str(e.value), str(e.value)
 
 
 def test_declared_bounds_admit_their_range_everywhere():
