@@ -489,3 +489,34 @@ def test_the_docs_oracle_written_from_scratch_runs_and_is_drpvi_at_cap_h(capsys)
                                      bonus="notebook", hparams={"cap": (0.5, 3.0)}))
   with pytest.raises(ValueError, match=re.escape("cap must be in [0, inf), got -1.0")):
     registry.make_hparams("drpvi-capped", (3, 4, 2), cap=-1.0)
+
+
+def test_a_plugin_factory_that_rejects_the_sweeps_options_is_one_error(tmp_path, capsys):
+  """A variant declaring ``penalty`` whose factory forwards it to ``offline.make_agent`` (which
+  calls it ``width``): one line naming the agent, its file and the mapping, nothing written; it
+  used to end in a traceback from inside the factory."""
+  from drjax import cli, sweeps
+  path = tmp_path / "pen_agents.py"
+  path.write_text(textwrap.dedent("""
+      from drjax.agents import compose, offline, registry
+      def factory(H, d, A, **options):
+        return offline.make_agent("DRPVI-fwd", offline.DRPVIHParams, H, d, A,
+                                  oracle=compose.TVConstrained(), **options)
+      registry.register(registry.get("drpvi").replace(
+          name="drpvi-fwd", display="DRPVI-fwd", factory=factory,
+          options=("penalty", "truncation", "fail_zero", "tie_break")))
+  """))
+  plugins.load(str(path))
+  with pytest.raises(sweeps.SweepError) as e:
+    sweeps.run(sweeps.SweepConfig(agents=("drpvi-fwd",), seeds=2, trajectories=(10,)),
+               out=str(tmp_path / "run"), quiet=True)
+  msg = str(e.value)
+  assert "drpvi-fwd" in msg and str(path) in msg and "'penalty'" in msg and "width=" in msg, msg
+  assert not os.path.exists(tmp_path / "run")
+  with pytest.raises(SystemExit) as e:
+    cli.main(["sweep", "--plugin", str(path), "--agents", "drpvi-fwd", "--trajectories", "10",
+              "--seeds", "2", "--quiet", "--out", str(tmp_path / "cli")])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and "width=" in err, err
+  assert not os.path.exists(tmp_path / "cli")

@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import os
+import re
 
 import jax
 import numpy as np
@@ -553,11 +554,12 @@ def _check_settings(c: SweepConfig) -> None:
       spec = registry.get(a)
       if spec.kind == "baseline" or setting in spec.ignores or set(options) & set(spec.options):
         continue
+      pass_on = " and pass it to the builder as width=" if setting == "bonus" else ""
       raise _Error(setting, f"{setting}={value!r} (--preset) does not reach agent {a!r}: it takes "
                             f"no {' or '.join(map(repr, options))} option (its options: "
                             f"{', '.join(spec.options) or 'none'}) and would run its default "
                             f"{default!r}; add the option to its AgentSpec.options (its factory "
-                            f"must take it), declare AgentSpec.ignores=({setting!r},) if it does "
+                            f"must take it{pass_on}), declare AgentSpec.ignores=({setting!r},) if it does "
                             f"not apply, or keep {setting}={default!r} (--preset paper)")
 
 
@@ -931,6 +933,22 @@ def _make_agent(name: str, config: SweepConfig, env, spec=None):
   return registry.make(name, env, **opts)
 
 
+def _built(name: str, config: SweepConfig, env, spec):
+  """``_make_agent``; a plugin factory that raises is one error naming the agent and the options
+  it was given (a built-in factory's error is a bug: raised as it is)."""
+  try:
+    return _make_agent(name, config, env, spec)
+  except (TypeError, ValueError) as e:
+    if registry.source(name) == registry.BUILTIN:
+      raise
+    hint = ""
+    if re.search(r"unexpected keyword argument '(bonus|penalty)'", str(e)):
+      hint = ("; the builders (offline.make_agent, lsvi.make_agent) take the bonus or penalty "
+              "form as width=: map the option to it in the factory (docs/agents.md)")
+    raise _Error("agents", f"{name}: its factory ({registry.source(name)}) failed for the "
+                           f"sweep's options: {type(e).__name__}: {e}{hint}") from None
+
+
 def _reward_source(name: str, env, spec=None) -> str | None:
   """The reward source agent ``name``'s sweep runs use (``registry.reward_source`` with its
   ``reward_option``): ``"theta"``, ``"regressed"`` or ``None`` (a plugin that declares none)."""
@@ -1039,7 +1057,7 @@ def _resolved(config: SweepConfig, env=None, behavior=None) -> ResolvedSweep:
   env = env if env is not None else make_env(c)
   behavior = behavior if behavior is not None else behavior_of(c, env)
   specs = {a: registry.get(a) for a in c.agents}
-  agents = {a: _make_agent(a, c, env, s) for a, s in specs.items()}
+  agents = {a: _built(a, c, env, s) for a, s in specs.items()}
   axes = {a: {n: agent_axis(c, a, n, s) for n in ("beta", "lam")} for a, s in specs.items()}
   names = tuple(c.env_params)
   sources = tuple(itertools.product(*[c.env_params[n] for n in names]))
