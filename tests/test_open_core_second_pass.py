@@ -227,6 +227,20 @@ def test_a_variant_gets_its_own_colour_and_citation():
   assert parent.replace(display="x").color == parent.color
 
 
+def test_twenty_variants_get_distinct_colours_none_near_another_agents():
+  """Colours chosen when registered: 20 variants (the palette used to run out after 11, and its
+  second colour sat beside DRPVI's tab:orange) all differ from each other and from the built-in
+  agents by at least 0.15 in RGB (Euclidean, channels in [0, 1]); the first by 0.4."""
+  from matplotlib import colors as mcolors  # pylint: disable=g-import-not-at-top
+  rgb = lambda c: np.asarray(mcolors.to_rgb(c))  # noqa: E731
+  builtin = [s.color for s in registry.specs() if s.kind != "baseline"]
+  got = [registry.register(_variant(f"many-{i}")).color for i in range(20)]
+  every = builtin + got
+  gaps = [np.linalg.norm(rgb(a) - rgb(b)) for i, a in enumerate(every) for b in every[:i]]
+  assert min(gaps) >= 0.15, min(gaps)
+  assert min(np.linalg.norm(rgb(got[0]) - rgb(b)) for b in builtin) >= 0.4
+
+
 # ---------------------------------------------------------------------------------------------
 # Presets against variants.
 

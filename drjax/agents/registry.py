@@ -194,10 +194,10 @@ KINDS = ("online", "offline", "baseline")
 _SOURCES: dict[str, str] = {}  # name -> the source that registered it (``source``)
 BUILTIN = "drjax (built-in)"
 INTERACTIVE = "the interactive session (__main__)"
-# Plot colours of agents registered without one (``color=None``): none is a built-in agent's, a
-# reference's (black, greys) or a baseline's.
-AUTO_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
-               "navy", "darkgoldenrod", "crimson", "darkslateblue", "olivedrab")
+# Plot colours of agents registered without one (``color=None``): the candidate farthest from every
+# colour in use (``_auto_color``), from matplotlib's named CSS colours less the greys and those too
+# light to read on white (relative luminance above MAX_LUMINANCE: contrast with white below 2.5).
+MIN_SATURATION, MAX_LUMINANCE = 0.35, 0.37
 _BUILTIN_LOADING = False
 
 
@@ -227,10 +227,46 @@ def source(name: str) -> str:
   return _SOURCES.get(name, "unknown")
 
 
+def _rgb_distance(a, b) -> float:
+  """Perceptual distance of two RGB colours in [0, 1]^3 ("redmean": sRGB weighted by the mean
+  red, close to CIELAB's Delta E for plot colours)."""
+  r = (a[0] + b[0]) / 2
+  dr, dg, db = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+  return ((2 + r) * dr * dr + 4 * dg * dg + (3 - r) * db * db) ** 0.5
+
+
+def auto_color_candidates() -> tuple[str, ...]:
+  """The named colours an agent registered without one may get: matplotlib's CSS colours with
+  HLS saturation >= ``MIN_SATURATION`` (no greys) and WCAG relative luminance <=
+  ``MAX_LUMINANCE`` (readable on the figures' white), in name order."""
+  import colorsys  # pylint: disable=g-import-not-at-top
+  from matplotlib import colors as mcolors  # pylint: disable=g-import-not-at-top
+
+  def linear(c):
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+  out = []
+  for name, hexa in sorted(mcolors.CSS4_COLORS.items()):
+    rgb = mcolors.to_rgb(hexa)
+    sat = colorsys.rgb_to_hls(*rgb)[2]
+    lum = sum(w * linear(c) for w, c in zip((0.2126, 0.7152, 0.0722), rgb))
+    if sat >= MIN_SATURATION and lum <= MAX_LUMINANCE:
+      out.append(name)
+  return tuple(out)
+
+
 def _auto_color(name: str) -> str:
-  used = {s.color for n, s in _REGISTRY.items() if n != name}
-  free = [c for c in AUTO_COLORS if c not in used]
-  return free[0] if free else AUTO_COLORS[len(_REGISTRY) % len(AUTO_COLORS)]
+  """The candidate colour farthest (``_rgb_distance``) from the nearest colour of every other
+  registered agent (ties: the first in name order): distinct from all of them, and as far as the
+  palette allows from the closest, whatever was registered before."""
+  from matplotlib import colors as mcolors  # pylint: disable=g-import-not-at-top
+  used = [mcolors.to_rgb(s.color) for n, s in _REGISTRY.items() if n != name and s.color]
+  best, best_d = None, -1.0
+  for c in auto_color_candidates():
+    rgb = mcolors.to_rgb(c)
+    d = min((_rgb_distance(rgb, u) for u in used), default=1.0)
+    if d > best_d:
+      best, best_d = c, d
+  return best
 
 
 def register(spec: AgentSpec) -> AgentSpec:
