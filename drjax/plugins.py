@@ -101,6 +101,7 @@ def load(spec: str):
     source = _digest([("", data)])  # the hash of exactly the bytes executed below
     mspec = importlib.util.spec_from_file_location(name, key)
     module = importlib.util.module_from_spec(mspec)
+    module.__drjax_plugin_file__ = key  # recorded names use the file's (pieces.width_name)
     previous = sys.modules.get(name)
     sys.modules[name] = module
     try:

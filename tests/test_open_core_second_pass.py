@@ -448,6 +448,29 @@ def test_sweep_json_records_each_agent_width():
   assert grid.layout(cfg).describe()["width"] == {"dr-lsvi-ucb": "notebook", "drpvi": "notebook"}
 
 
+def test_a_file_plugins_width_is_recorded_under_the_files_name(tmp_path):
+  """``my_widths.py``'s ``double``: recorded as ``my_widths.double`` (it was the internal module
+  name ``drjax_plugin_my_widths_<hash of the path>.double``)."""
+  from drjax import sweeps
+  from drjax.sweeps import grid
+  path = tmp_path / "my_widths.py"
+  path.write_text(textwrap.dedent("""
+      from drjax.agents import compose, lsvi, pieces, registry
+      def double(pinv, phi):
+        return 2.0 * pieces.width_fn("paper")(pinv, phi)
+      def factory(H, d, A, capacity, **options):
+        return lsvi.make_agent("DR-double", H, d, A, capacity, oracle=compose.TVConstrained(),
+                               width=double, **options)
+      registry.register(registry.get("dr-lsvi-ucb").replace(
+          name="dr-double", factory=factory, options=("tie_break",), ignores=("bonus", "clip")))
+  """))
+  plugins.load(str(path))
+  assert registry.make("dr-double", (3, 4, 2), capacity=2).config.bonus == "my_widths.double"
+  cfg = sweeps.validate(sweeps.SweepConfig(agents=("dr-double",), seeds=2, episodes=3,
+                                           plugins=(str(path),)))
+  assert grid.layout(cfg).describe()["width"] == {"dr-double": "my_widths.double"}
+
+
 # ---------------------------------------------------------------------------------------------
 # The figure's title.
 

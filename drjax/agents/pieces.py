@@ -16,6 +16,8 @@ All functions are single-instance and pure (``jax.vmap`` them); static choices a
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Callable
 
 import jax
@@ -96,13 +98,18 @@ def width_name(form) -> str:
   """The name a width is recorded under (``AgentConfig.bonus``, ``OfflineConfig.penalty`` in
   ``sweep.json``): ``"paper"``, ``"notebook"`` or ``"ellipsoid"`` for the built-in forms (given by
   name or as their functions, ``ellipsoid_unrolled`` included), ``"module.qualname"`` for any
-  other function."""
+  other function (a file plugin's functions under the file's name: ``my_widths.double`` for
+  ``my_widths.py``, not the module name ``drjax.plugins`` gives it)."""
   if isinstance(form, str):
     return form
   for name, fn in (*WIDTH_FNS.items(), ("ellipsoid", ellipsoid_unrolled)):
     if form is fn:
       return name
-  return f"{getattr(form, '__module__', '?')}.{getattr(form, '__qualname__', repr(form))}"
+  module = getattr(form, "__module__", "?")
+  path = getattr(sys.modules.get(module), "__drjax_plugin_file__", None)
+  if path:
+    module = os.path.splitext(os.path.basename(path))[0]
+  return f"{module}.{getattr(form, '__qualname__', repr(form))}"
 
 
 def width_fn(form) -> Callable:
