@@ -143,3 +143,17 @@ def test_merge_and_the_command_refuse_changed_code_in_one_line(tmp_path, monkeyp
   monkeypatch.setattr(drjax, "__version__", "99.0")
   code, err = sweep_cli.run(["--resume", "--quiet", "--out", out])
   assert code == 2 and f"drjax version {_meta(out)['code']['drjax_version']} -> 99.0" in err, err
+
+
+def test_resuming_with_a_recorded_plugin_deleted_names_sweep_json_not_the_flag(tmp_path):
+  """The plugin comes from sweep.json (the command gave no --plugin): the one line says so."""
+  path, out = tmp_path / "gone.py", str(tmp_path / "s")
+  _write(path, 1)
+  sweeps.run(_config(path), out=out, part=(1, 2))
+  os.remove(path)
+  _new_process(path)
+  code, err = sweep_cli.run(["--resume", "--quiet", "--out", out])
+  lines = err.strip().splitlines()
+  assert code == 2 and len(lines) == 1, err
+  assert "sweep.json records a plugin" in lines[0] and "no such file" in lines[0], err
+  assert ": --plugin:" not in lines[0], err
