@@ -4,6 +4,7 @@ bounds enforced identically in make_hparams / sweeps.run / drjax sweep --hparam,
 width in uncertainty() and sweep.json, a variant's own colour and citation, the offline figure's
 title, and the oracle written from scratch in docs/agents.md."""
 
+import dataclasses
 import importlib
 import os
 import re
@@ -497,6 +498,9 @@ def test_the_figure_title_names_the_data_the_runs_used(monkeypatch, tmp_path, ag
   figure._plot(df, summary, cfg, str(tmp_path / "x.png"))  # pylint: disable=protected-access
   assert len(titles) == 1 and want in titles[0], titles
   assert absent is None or absent not in titles[0]
+  titles.clear()
+  figure._plot(df, summary, dataclasses.replace(cfg, seeds=1), str(tmp_path / "y.png"))  # pylint: disable=protected-access
+  assert "1 seed," in titles[0] and "1 seeds" not in titles[0], titles
 
 
 # ---------------------------------------------------------------------------------------------

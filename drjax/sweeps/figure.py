@@ -124,8 +124,13 @@ def _plot(df, summary, config: SweepConfig, path: str, kinds: dict | None = None
   nseeds = len(config.seed_ids or range(config.seeds))
   band = "mean, 95% band: 1.96 s.e. over seeds" if nseeds > 1 else "one seed: no band"
   size = data_size(config) if kinds is None else _data_size(config, set(kinds.values()))
-  ax.set_title(f"drjax sweep: {config.env}, {nseeds} seeds, {size} ({band})",
-               fontsize=10)
+  # Two lines: one line was clipped at the figure's right edge.
+  ax.set_title(f"drjax sweep: {config.env}, {nseeds} seed{'s' if nseeds != 1 else ''}, {size}\n"
+               f"{band}", fontsize=10)
+  xs_all = (summary[x].dropna().unique() if x in summary.columns
+            and pd.api.types.is_numeric_dtype(summary[x]) else ())
+  if len(xs_all) == 1:  # one setting: its value as the only tick (not an axis of +-0.04)
+    ax.set_xticks([float(xs_all[0])])
   if shown <= 12:
     ax.legend(fontsize=7)
   fig.tight_layout()
