@@ -54,23 +54,52 @@ def resolve(spec: str) -> str:
   return spec
 
 
-def _registries():
-  """The agent and environment registries' contents, built-ins loaded first (``_restore``)."""
-  from drjax import envs  # pylint: disable=g-import-not-at-top
-  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
-  registry._load()  # pylint: disable=protected-access
-  return (dict(registry._REGISTRY), dict(registry._SOURCES),  # pylint: disable=protected-access
-          dict(envs._REGISTRY), dict(envs._SOURCES), dict(envs.SWEEP_SPECS))  # pylint: disable=protected-access
+INTERACTIVE = "the interactive session (__main__)"
 
 
-def _restore(snapshot) -> None:
+def caller_source(skip=()) -> str:
+  """Where a ``register`` function was called from: the real path of the calling file (a module
+  imported by name and the same file loaded as a plugin path are one source), or ``INTERACTIVE``
+  for ``__main__`` code that is no file on disk (a notebook cell, ``python -c``, a REPL). Frames
+  of this module and of the modules named in ``skip`` (the registry asking) are not the caller."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None and (frame.f_globals.get("__name__") == __name__
+                               or frame.f_globals.get("__name__") in skip):
+    frame = frame.f_back
+  if frame is None:
+    return INTERACTIVE
+  path = frame.f_code.co_filename
+  if frame.f_globals.get("__name__") == "__main__" and (
+      not os.path.isfile(path) or "ipykernel_" in path):
+    return INTERACTIVE
+  return os.path.realpath(path) if os.path.isfile(path) else path
+
+
+# Registries that a failed plugin must leave as they were: (save, restore) pairs given by the
+# registries themselves (agents, environments), which sit above this module. A registry imported
+# while a plugin loads is saved as it is when it registers itself (before the plugin's own
+# registrations).
+_TRACKED: list = []
+_ACTIVE: list = []  # the saved states of the loads in progress
+
+
+def track(save, restore) -> None:
+  """Registers a registry's ``save() -> state`` and ``restore(state)`` for ``load``."""
+  _TRACKED.append((save, restore))
+  for saved in _ACTIVE:
+    saved.append((restore, save()))
+
+
+def _registries() -> list:
+  saved = [(restore, save()) for save, restore in _TRACKED]
+  _ACTIVE.append(saved)
+  return saved
+
+
+def _restore(saved) -> None:
   """Puts back what ``_registries`` saw: a plugin that fails to import registers nothing."""
-  from drjax import envs  # pylint: disable=g-import-not-at-top
-  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
-  for target, saved in zip((registry._REGISTRY, registry._SOURCES,  # pylint: disable=protected-access
-                            envs._REGISTRY, envs._SOURCES, envs.SWEEP_SPECS), snapshot):  # pylint: disable=protected-access
-    target.clear()
-    target.update(saved)
+  for restore, state in saved:
+    restore(state)
 
 
 def load(spec: str):
@@ -93,50 +122,54 @@ def load(spec: str):
     if not os.path.isfile(key):
       raise PluginError(f"plugin {spec!r}: no such file ({key})")
   snapshot = _registries()
-  if _is_file(key):
-    stem = os.path.splitext(os.path.basename(key))[0].replace("-", "_")
-    name = f"drjax_plugin_{stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-    with open(key, "rb") as f:
-      data = f.read()
-    source = _digest([("", data)])  # the hash of exactly the bytes executed below
-    mspec = importlib.util.spec_from_file_location(name, key)
-    module = importlib.util.module_from_spec(mspec)
-    module.__drjax_plugin_file__ = key  # recorded names use the file's (pieces.width_name)
-    previous = sys.modules.get(name)
-    sys.modules[name] = module
-    try:
-      exec(compile(data, key, "exec", dont_inherit=True), module.__dict__)  # pylint: disable=exec-used
-    except BaseException as e:
-      if previous is None:
-        del sys.modules[name]
-      else:
-        sys.modules[name] = previous
-      _restore(snapshot)
-      if not isinstance(e, Exception):
+  try:
+    if _is_file(key):
+      stem = os.path.splitext(os.path.basename(key))[0].replace("-", "_")
+      name = f"drjax_plugin_{stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+      with open(key, "rb") as f:
+        data = f.read()
+      source = _digest([("", data)])  # the hash of exactly the bytes executed below
+      mspec = importlib.util.spec_from_file_location(name, key)
+      module = importlib.util.module_from_spec(mspec)
+      module.__drjax_plugin_file__ = key  # recorded names use the file's (pieces.width_name)
+      previous = sys.modules.get(name)
+      sys.modules[name] = module
+      try:
+        code = compile(data, key, "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # pylint: disable=exec-used
+      except BaseException as e:
+        if previous is None:
+          del sys.modules[name]
+        else:
+          sys.modules[name] = previous
+        _restore(snapshot)
+        if not isinstance(e, Exception):
+          raise
+        raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
+    else:
+      name = key
+      try:
+        if key in _LOADED and key in sys.modules:  # edited since it was loaded
+          module = _reexecute(spec, sys.modules[key])
+        else:
+          module = importlib.import_module(key)
+      except PluginError:
+        _restore(snapshot)
         raise
-      raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
-  else:
-    name = key
-    try:
-      if key in _LOADED and key in sys.modules:  # edited since it was loaded
-        module = _reexecute(spec, sys.modules[key])
-      else:
-        module = importlib.import_module(key)
-    except PluginError:
-      _restore(snapshot)
-      raise
-    except ModuleNotFoundError as e:
-      _restore(snapshot)
-      if e.name and key.startswith(e.name):
-        raise PluginError(f"plugin {spec!r}: no module named {e.name!r} (give an importable "
-                          "module name or the path of a .py file)") from e
-      raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
-    except BaseException as e:
-      _restore(snapshot)
-      if not isinstance(e, Exception):
-        raise
-      raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
-    source = _hash_source(key, module)
+      except ModuleNotFoundError as e:
+        _restore(snapshot)
+        if e.name and key.startswith(e.name):
+          raise PluginError(f"plugin {spec!r}: no module named {e.name!r} (give an importable "
+                            "module name or the path of a .py file)") from e
+        raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
+      except BaseException as e:
+        _restore(snapshot)
+        if not isinstance(e, Exception):
+          raise
+        raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
+      source = _hash_source(key, module)
+  finally:
+    _ACTIVE.pop()  # loads nest (a plugin loading another): last in, first out
   _LOADED[key] = name
   _SOURCES[key] = source
   return module

@@ -32,6 +32,7 @@ import os
 import sys
 from typing import Callable
 
+from drjax import plugins
 from drjax.agents.bounds import (  # noqa: F401  (re-exported: registry.Bounds, ...)
     BUILTIN_BOUNDS, DEFAULT_BOUNDS, Bounds, _parse_bounds, bounds)
 
@@ -193,7 +194,7 @@ KINDS = ("online", "offline", "baseline")
 
 _SOURCES: dict[str, str] = {}  # name -> the source that registered it (``source``)
 BUILTIN = "drjax (built-in)"
-INTERACTIVE = "the interactive session (__main__)"
+INTERACTIVE = plugins.INTERACTIVE
 # Plot colours of agents registered without one (``color=None``): the candidate farthest from every
 # colour in use (``_auto_color``), from matplotlib's named CSS colours less the greys and those too
 # light to read on white (relative luminance above MAX_LUMINANCE: contrast with white below 2.5).
@@ -201,23 +202,12 @@ MIN_SATURATION, MAX_LUMINANCE = 0.35, 0.37
 _BUILTIN_LOADING = False
 
 
-def _caller_source(skip: str = __name__) -> str:
-  """Where ``register`` was called from: the real path of the calling file (a module imported
-  by name and the same file loaded as a plugin path are one source), or ``INTERACTIVE`` for
-  ``__main__`` code that is no file on disk (a notebook cell, ``python -c``, a REPL). Frames of
-  this module and of ``skip`` (the module whose ``register`` asks) are not the caller."""
+def _caller_source() -> str:
+  """Where ``register`` was called from (``plugins.caller_source``), or ``BUILTIN`` while the
+  built-in agents are registered."""
   if _BUILTIN_LOADING:
     return BUILTIN
-  frame = sys._getframe(1)  # pylint: disable=protected-access
-  while frame is not None and frame.f_globals.get("__name__") in (__name__, skip):
-    frame = frame.f_back
-  if frame is None:
-    return INTERACTIVE
-  path = frame.f_code.co_filename
-  if frame.f_globals.get("__name__") == "__main__" and (
-      not os.path.isfile(path) or "ipykernel_" in path):
-    return INTERACTIVE
-  return os.path.realpath(path) if os.path.isfile(path) else path
+  return plugins.caller_source(skip=(__name__,))
 
 
 def source(name: str) -> str:
@@ -487,7 +477,6 @@ def _load() -> None:
     _register_builtins()
   finally:
     _BUILTIN_LOADING = False
-  from drjax import plugins  # pylint: disable=g-import-not-at-top
   plugins.load_entry_points("drjax.agents")
 
 
@@ -612,3 +601,17 @@ def _register_builtins() -> None:
       "zero-torque", "zero torque", "baseline", "none", "none", (),
       "baseline: the neutral action (Pendulum's zero torque)",
       _lazy("drjax.agents.baselines", "zero_torque"), ("neutral",), "0.6", hparam_defaults={}))
+
+
+def _save_state():
+  _load()
+  return dict(_REGISTRY), dict(_SOURCES)
+
+
+def _restore_state(state) -> None:
+  for target, saved in zip((_REGISTRY, _SOURCES), state):
+    target.clear()
+    target.update(saved)
+
+
+plugins.track(_save_state, _restore_state)  # a plugin that fails to import registers nothing

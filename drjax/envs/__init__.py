@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from drjax import plugins
 from drjax.envs.base import Environment, FiniteEnvironment, LinearModel
 from drjax.envs.ledge import (
     Ledge,
@@ -142,8 +143,7 @@ def register(name: str, cls, sweep: SweepSpec | None = None) -> None:
     raise TypeError(f"cls must be an environment class, got {cls!r}")
   if sweep is not None and not isinstance(sweep, SweepSpec):
     raise TypeError(f"sweep must be a SweepSpec or None, got {type(sweep).__name__}")
-  from drjax.agents import registry  # pylint: disable=g-import-not-at-top
-  where = registry._caller_source(skip=__name__)  # pylint: disable=protected-access
+  where = plugins.caller_source(skip=(__name__,))
   before = _SOURCES.get(name)
   if name in _REGISTRY and before is None:  # a built-in environment
     if _REGISTRY[name] is cls and sweep is None:
@@ -163,7 +163,6 @@ def register(name: str, cls, sweep: SweepSpec | None = None) -> None:
 
 def names() -> tuple[str, ...]:
   """Registered environment names (installed ``drjax.envs`` entry points included)."""
-  from drjax import plugins  # pylint: disable=g-import-not-at-top
   plugins.load_entry_points("drjax.envs")
   return tuple(_REGISTRY)
 
@@ -219,3 +218,16 @@ __all__ = [
     "random_linear_drmdp",
     "target_params",
 ]
+
+
+def _save_state():
+  return dict(_REGISTRY), dict(_SOURCES), dict(SWEEP_SPECS)
+
+
+def _restore_state(state) -> None:
+  for target, saved in zip((_REGISTRY, _SOURCES, SWEEP_SPECS), state):
+    target.clear()
+    target.update(saved)
+
+
+plugins.track(_save_state, _restore_state)  # a plugin that fails to import registers nothing
