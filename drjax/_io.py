@@ -2,7 +2,8 @@
 
 A file is written to a temporary file in its own directory (named ``.tmp-*``), flushed and
 ``fsync``-ed, given the mode a plain ``open`` would give it (``0o666`` less the umask) and
-renamed onto its name with ``os.replace``: a reader, or a run killed at any point, sees the previous file or the complete new one, never a half-written one.
+renamed onto its name with ``os.replace``: a reader, or a run killed at any point, sees the
+previous file or the complete new one, never a half-written one.
 On any error the temporary file is deleted and the error raised.
 """
 

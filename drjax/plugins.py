@@ -90,8 +90,24 @@ def track(save, restore) -> None:
     saved.append((restore, save()))
 
 
+def _save_loaded():
+  return dict(_LOADED), dict(_SOURCES)
+
+
+def _restore_loaded(state) -> None:
+  """Forgets the plugins loaded since ``state`` (a nested load inside a plugin that then failed:
+  its registrations are undone, so it must be executed again when next loaded)."""
+  loaded, sources = state
+  for key in set(_LOADED) - set(loaded):
+    sys.modules.pop(_LOADED[key], None)
+  for target, saved in ((_LOADED, loaded), (_SOURCES, sources)):
+    target.clear()
+    target.update(saved)
+
+
 def _registries() -> list:
   saved = [(restore, save()) for save, restore in _TRACKED]
+  saved.append((_restore_loaded, _save_loaded()))
   _ACTIVE.append(saved)
   return saved
 
@@ -184,7 +200,8 @@ def _reexecute(spec: str, module):
                       "a package cannot be loaded again in a running process: restart it")
   with open(module.__file__, "rb") as f:
     data = f.read()
-  exec(compile(data, module.__file__, "exec", dont_inherit=True), module.__dict__)  # pylint: disable=exec-used
+  code = compile(data, module.__file__, "exec", dont_inherit=True)
+  exec(code, module.__dict__)  # pylint: disable=exec-used
   return module
 
 

@@ -110,6 +110,19 @@ def test_a_plugin_that_fails_registers_nothing_and_a_failed_edit_keeps_the_versi
     assert plugins.source_hash(path) == h  # the version that runs
 
 
+def test_a_plugin_loaded_inside_a_failing_plugin_is_undone_and_loads_again(tmp_path):
+  """Plugin A loads plugin B (which registers an agent), then raises: B's agent is gone with A's,
+  and loading B again executes it (it is not taken for loaded)."""
+  inner = _write(tmp_path / "inner.py", "inner")
+  outer = tmp_path / "outer.py"
+  outer.write_text(f"from drjax import plugins\nplugins.load({inner!r})\nraise RuntimeError('A')\n")
+  with pytest.raises(plugins.PluginError, match="RuntimeError: A"):
+    plugins.load(str(outer))
+  assert "edited-agent" not in registry.names()
+  plugins.load(inner)
+  assert registry.get("edited-agent").display == "inner"
+
+
 def test_an_environment_plugin_can_be_loaded_again_after_an_edit(tmp_path):
   code = textwrap.dedent("""
       from drjax import envs

@@ -559,7 +559,8 @@ def _check_settings(c: SweepConfig) -> None:
                             f"no {' or '.join(map(repr, options))} option (its options: "
                             f"{', '.join(spec.options) or 'none'}) and would run its default "
                             f"{default!r}; add the option to its AgentSpec.options (its factory "
-                            f"must take it{pass_on}), declare AgentSpec.ignores=({setting!r},) if it does "
+                            f"must take it{pass_on}), declare "
+                            f"AgentSpec.ignores=({setting!r},) if it does "
                             f"not apply, or keep {setting}={default!r} (--preset paper)")
 
 
