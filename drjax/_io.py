@@ -10,7 +10,6 @@ On any error the temporary file is deleted and the error raised.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 
 
@@ -23,19 +22,25 @@ def _umask() -> int:
 _UMASK = _umask()  # read once at import (os.umask can only be read by setting it)
 FILE_MODE = 0o666 & ~_UMASK  # the mode of a file created by open(path, "w")
 DIR_MODE = 0o777 & ~_UMASK  # the mode of a directory created by os.mkdir (mkdtemp's is 0o700)
-_COUNTER = itertools.count()  # temporary names of this process (temp_name)
+
+
+def token() -> str:
+  """8 random hex digits (``os.urandom``) that keep temporary names of concurrent writers apart,
+  even two processes with the same pid (containers sharing a volume, job-array tasks on other
+  hosts writing into one shared directory)."""
+  return os.urandom(4).hex()
 
 
 def temp_name(directory: str, prefix: str = ".tmp-", suffix: str = "") -> str:
-  """A path in ``directory`` that nothing uses yet, not created: ``<prefix><pid>.<n><suffix>``.
+  """A path in ``directory`` that nothing uses yet, not created:
+  ``<prefix><pid>.<token><suffix>``.
 
   The caller holds the name *before* the file exists, so a KeyboardInterrupt arriving at any
   bytecode after the file is created still finds it to delete (``tempfile.mkstemp`` returns its
-  name only after more Python code runs: a Ctrl-C there left an orphan ``.tmp-*``). The pid and a
-  per-process counter keep names of live writers apart.
+  name only after more Python code runs: a Ctrl-C there left an orphan ``.tmp-*``).
   """
   while True:
-    path = os.path.join(directory, f"{prefix}{os.getpid()}.{next(_COUNTER)}{suffix}")
+    path = os.path.join(directory, f"{prefix}{os.getpid()}.{token()}{suffix}")
     if not os.path.lexists(path):
       return path
 

@@ -91,18 +91,28 @@ def track(save, restore) -> None:
 
 
 def _save_loaded():
-  return dict(_LOADED), dict(_SOURCES)
+  return dict(_LOADED), dict(_SOURCES), set(sys.modules)
 
 
 def _restore_loaded(state) -> None:
   """Forgets the plugins loaded since ``state`` (a nested load inside a plugin that then failed:
-  its registrations are undone, so it must be executed again when next loaded)."""
-  loaded, sources = state
+  its registrations are undone, so it must be executed again when next loaded), and the modules
+  they imported of their own that Python keeps after a failed import (a package's submodule that
+  registered before a sibling raised): only modules new since ``state``."""
+  loaded, sources, modules = state
   for key in set(_LOADED) - set(loaded):
-    sys.modules.pop(_LOADED[key], None)
+    if _LOADED[key] not in modules:
+      sys.modules.pop(_LOADED[key], None)
   for target, saved in ((_LOADED, loaded), (_SOURCES, sources)):
     target.clear()
     target.update(saved)
+
+
+def _forget_new_submodules(key: str, state) -> None:
+  """After module plugin ``key`` failed: drop its submodules imported since ``state``."""
+  modules = next(saved[2] for restore, saved in state if restore is _restore_loaded)
+  for name in [m for m in sys.modules if m.startswith(key + ".") and m not in modules]:
+    del sys.modules[name]
 
 
 def _registries() -> list:
@@ -174,12 +184,14 @@ def load(spec: str):
         raise
       except ModuleNotFoundError as e:
         _restore(snapshot)
+        _forget_new_submodules(key, snapshot)
         if e.name and key.startswith(e.name):
           raise PluginError(f"plugin {spec!r}: no module named {e.name!r} (give an importable "
                             "module name or the path of a .py file)") from e
         raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
       except BaseException as e:
         _restore(snapshot)
+        _forget_new_submodules(key, snapshot)
         if not isinstance(e, Exception):
           raise
         raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
@@ -201,7 +213,13 @@ def _reexecute(spec: str, module):
   with open(module.__file__, "rb") as f:
     data = f.read()
   code = compile(data, module.__file__, "exec", dont_inherit=True)
-  exec(code, module.__dict__)  # pylint: disable=exec-used
+  before = dict(module.__dict__)  # the version loaded: put back whole if the edit raises
+  try:
+    exec(code, module.__dict__)  # pylint: disable=exec-used
+  except BaseException:
+    module.__dict__.clear()
+    module.__dict__.update(before)
+    raise
   return module
 
 

@@ -36,7 +36,7 @@ class _Interrupt:
 
 
 def _run(n, write):
-  tracer = _Interrupt(n)
+  tracer, previous = _Interrupt(n), sys.gettrace()  # a coverage tool's or debugger's, kept
   sys.settrace(tracer)
   try:
     write()
@@ -44,7 +44,7 @@ def _run(n, write):
   except KeyboardInterrupt:
     return tracer.seen, True
   finally:
-    sys.settrace(None)
+    sys.settrace(previous)
 
 
 def _each_line(write, check):
@@ -113,3 +113,15 @@ def test_write_figure_interrupted_at_any_line(tmp_path, previous):
 
   reset()
   _each_line(lambda: files.write_figure(out, "figX", {"new": PANEL}, plot=no_plot), check)
+
+
+def test_two_writers_with_the_same_pid_get_different_temporary_names(tmp_path):
+  """Containers sharing a volume (each its own pid 1), or job-array tasks on other hosts writing
+  into one directory: two processes with the same pid must not share a temporary name (a counter
+  per process gave both ``.tmp-1.0``: one truncated the other's file before it was published)."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  code = ("import os, sys; os.getpid = lambda: 1; from drjax import _io; "
+          "print(_io.temp_name(sys.argv[1]))")
+  names = [subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, check=True).stdout.strip() for _ in range(2)]
+  assert names[0] != names[1] and all(os.path.basename(n).startswith(".tmp-1.") for n in names)

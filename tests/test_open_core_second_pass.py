@@ -67,8 +67,9 @@ def test_an_edited_plugin_file_is_executed_again_and_an_unchanged_one_is_not(tmp
   assert h2 != h1 and h2 == plugins._hash_source(path, None)  # pylint: disable=protected-access
 
 
-def test_an_edited_module_plugin_is_executed_again(tmp_path, monkeypatch):
+def test_an_edited_module_plugin_is_executed_again(tmp_path, monkeypatch, request):
   monkeypatch.syspath_prepend(str(tmp_path))
+  request.addfinalizer(lambda: [sys.modules.pop(m, None) for m in ("edited_mod", "edited_pkg")])
   monkeypatch.delitem(sys.modules, "edited_mod", raising=False)
   _write(tmp_path / "edited_mod.py", "m1")
   plugins.load("edited_mod")
@@ -108,6 +109,45 @@ def test_a_plugin_that_fails_registers_nothing_and_a_failed_edit_keeps_the_versi
       plugins.load(path)
     assert registry.get("edited-agent").display == "good"
     assert plugins.source_hash(path) == h  # the version that runs
+
+
+def test_a_failed_edit_of_a_module_plugin_keeps_the_version_loaded(tmp_path, monkeypatch,
+                                                                   request):
+  """The edit runs in the module's own namespace (the agent's factory reads it): when it raises,
+  the namespace is put back, so the kept agent still runs the version loaded."""
+  monkeypatch.syspath_prepend(str(tmp_path))
+  request.addfinalizer(lambda: sys.modules.pop("kept_mod", None))
+  _write(tmp_path / "kept_mod.py", "k1", extra="VERSION = 'v1'\n")
+  module = plugins.load("kept_mod")
+  _write(tmp_path / "kept_mod.py", "k2", extra="VERSION = 'v2-broken'\nraise RuntimeError('x')\n")
+  with pytest.raises(plugins.PluginError, match="RuntimeError: x"):
+    plugins.load("kept_mod")
+  assert module.VERSION == "v1" and registry.get("edited-agent").display == "k1"
+
+
+def test_a_package_plugin_whose_submodule_registered_before_a_sibling_failed_loads_again(
+    tmp_path, monkeypatch, request):
+  """Python keeps a failed package's submodules that imported fine; the one that registered an
+  agent is forgotten with the registration, so the corrected package registers it again."""
+  monkeypatch.syspath_prepend(str(tmp_path))
+  names = ("half_pkg", "half_pkg.agents", "half_pkg.broken")
+  request.addfinalizer(lambda: [sys.modules.pop(m, None) for m in names])
+  pkg = tmp_path / "half_pkg"
+  pkg.mkdir()
+  (pkg / "__init__.py").write_text("from half_pkg import agents, broken  # noqa\n")
+  _write(pkg / "agents.py", "half")
+  (pkg / "broken.py").write_text("raise RuntimeError('sibling')\n")
+  with pytest.raises(plugins.PluginError, match="sibling"):
+    plugins.load("half_pkg")
+  assert "edited-agent" not in registry.names()
+  (pkg / "broken.py").write_text("FIXED = True\n")
+  plugins.load("half_pkg")
+  assert registry.get("edited-agent").display == "half"
+
+
+def test_an_unparsable_colour_does_not_break_the_next_automatic_one():
+  registry.register(_variant("odd-colour", color="not-a-colour"))
+  assert registry.register(_variant("after-odd")).color  # was: ValueError Invalid RGBA argument
 
 
 def test_a_plugin_loaded_inside_a_failing_plugin_is_undone_and_loads_again(tmp_path):

@@ -157,3 +157,7 @@ def test_resuming_with_a_recorded_plugin_deleted_names_sweep_json_not_the_flag(t
   assert code == 2 and len(lines) == 1, err
   assert "sweep.json records a plugin" in lines[0] and "no such file" in lines[0], err
   assert ": --plugin:" not in lines[0], err
+  # --from FILE: the file named is the one that records the plugin.
+  code, err = sweep_cli.run(["--from", os.path.join(out, "sweep.json"), "--quiet", "--out",
+                             str(tmp_path / "new")])
+  assert code == 2 and f"--from: {os.path.join(out, 'sweep.json')} records a plugin" in err, err

@@ -249,7 +249,8 @@ def _auto_color(name: str) -> str:
   registered agent (ties: the first in name order): distinct from all of them, and as far as the
   palette allows from the closest, whatever was registered before."""
   from matplotlib import colors as mcolors  # pylint: disable=g-import-not-at-top
-  used = [mcolors.to_rgb(s.color) for n, s in _REGISTRY.items() if n != name and s.color]
+  used = [mcolors.to_rgb(s.color) for n, s in _REGISTRY.items()
+          if n != name and s.color and mcolors.is_color_like(s.color)]
   best, best_d = None, -1.0
   for c in auto_color_candidates():
     rgb = mcolors.to_rgb(c)

@@ -383,7 +383,9 @@ def _cmd_sweep(parser, args) -> int:
     field = getattr(e, "field", "")
     name = _FIELD_FLAGS.get(field.split(" ")[0], field)
     if name == "--plugin" and not getattr(args, "plugin", None):  # recorded, not given
-      name = f"--out: {os.path.join(args.out or '.', 'sweep.json')} records a plugin that fails"
+      recorded = (f"--from: {args.from_}" if args.from_ is not None
+                  else f"--out: {os.path.join(args.out or '.', 'sweep.json')}")
+      name = f"{recorded} records a plugin that fails"
     parser.error(f"{name}: {getattr(e, 'detail', str(e))}" if name else str(e))
 
   if args.devices is not None and jax.default_backend() == "cpu":

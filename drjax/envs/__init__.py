@@ -221,6 +221,7 @@ __all__ = [
 
 
 def _save_state():
+  plugins.load_entry_points("drjax.envs")  # first: a restore must not drop them for good
   return dict(_REGISTRY), dict(_SOURCES), dict(SWEEP_SPECS)
 
 

@@ -81,8 +81,9 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   ``plot(panels, path_base)`` draws the figure (default: the curve panels,
   ``plotting.save_curve_figure``).
 
-  Everything goes to ``out_dir/.<name>.new.<pid>.0`` first, marked complete when done; then the
-  previous ``out_dir/<name>`` is renamed to ``.<name>.old.<pid>.0``, the new directory renamed into
+  Everything goes to ``out_dir/.<name>.new.<pid>.<token>`` first, marked complete when done;
+  then the previous ``out_dir/<name>`` is renamed to ``.<name>.old.<pid>.<token>``, the new
+  directory renamed into
   place and the old one deleted. A run killed anywhere in between leaves a state that ``recover``
   (called first by every later write) turns back into a complete ``out_dir/<name>``.
   """
@@ -94,13 +95,17 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
   # The temporary paths are named before they are created, so a KeyboardInterrupt arriving just
   # after ``os.mkdir`` or ``os.rename`` still finds them in the handler below (``mkdtemp`` returns
   # its path only after more Python code runs: a Ctrl-C there left an orphan ``.new`` directory).
-  # Only this process uses names with its pid; ``recover`` deletes those of dead processes.
-  new_path = os.path.join(out_dir, f".{name}.new.{pid}.0")
-  old_path = os.path.join(out_dir, f".{name}.old.{pid}.0")
+  # The pid says whose they are (``recover`` deletes those of dead processes); a random token
+  # keeps apart writers with the same pid (threads, containers, hosts sharing the directory).
+  new_path = os.path.join(out_dir, f".{name}.new.{pid}.{_io.token()}")
+  old_path = os.path.join(out_dir, f".{name}.old.{pid}.{_io.token()}")
   try:  # a KeyboardInterrupt anywhere below (Ctrl-C) leaves the previous directory in place
-    shutil.rmtree(new_path, ignore_errors=True)  # left by this process's own earlier failure
     tmp = new_path
-    os.mkdir(tmp, _io.DIR_MODE)
+    try:
+      os.mkdir(tmp, _io.DIR_MODE)
+    except FileExistsError:
+      tmp = None  # another writer's: not ours to delete
+      raise
     os.chmod(tmp, _io.DIR_MODE)  # renamed into place below: readable like any other directory
     for tag, panel in panels.items():
       with open(os.path.join(tmp, f"{tag}.json"), "w") as f:
@@ -111,7 +116,6 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
       plot(panels, os.path.join(tmp, name))
     open(os.path.join(tmp, _COMPLETE), "w").close()
     if os.path.exists(final):
-      shutil.rmtree(old_path, ignore_errors=True)
       old = old_path
       os.rename(final, old)
     os.rename(tmp, final)

@@ -947,7 +947,7 @@ def _built(name: str, config: SweepConfig, env, spec):
       hint = ("; the builders (offline.make_agent, lsvi.make_agent) take the bonus or penalty "
               "form as width=: map the option to it in the factory (docs/agents.md)")
     raise _Error("agents", f"{name}: its factory ({registry.source(name)}) failed for the "
-                           f"sweep's options: {type(e).__name__}: {e}{hint}") from None
+                           f"sweep's options: {type(e).__name__}: {e}{hint}") from e
 
 
 def _reward_source(name: str, env, spec=None) -> str | None:
