@@ -90,6 +90,23 @@ def track(save, restore) -> None:
     saved.append((restore, save()))
 
 
+def track_dicts(*dicts, prepare=None) -> None:
+  """``track`` for a registry held in dicts: copies saved (after ``prepare()``, e.g. loading
+  what the registry loads lazily, so that a restore cannot drop it for good), put back in
+  place."""
+  def save():
+    if prepare is not None:
+      prepare()
+    return [dict(d) for d in dicts]
+  track(save, lambda state: _put_back(dicts, state))
+
+
+def _put_back(dicts, state) -> None:
+  for d, saved in zip(dicts, state):
+    d.clear()
+    d.update(saved)
+
+
 def _save_loaded():
   return dict(_LOADED), dict(_SOURCES), set(sys.modules)
 
@@ -103,9 +120,7 @@ def _restore_loaded(state) -> None:
   for key in set(_LOADED) - set(loaded):
     if _LOADED[key] not in modules:
       sys.modules.pop(_LOADED[key], None)
-  for target, saved in ((_LOADED, loaded), (_SOURCES, sources)):
-    target.clear()
-    target.update(saved)
+  _put_back((_LOADED, _SOURCES), (loaded, sources))
 
 
 def _forget_new_submodules(key: str, state) -> None:
@@ -144,58 +159,26 @@ def load(spec: str):
     old = sys.modules.get(_LOADED[key])
     if old is not None and _current_hash(key, old) in (None, _SOURCES.get(key)):
       return old  # unchanged (or no longer readable: the version loaded stays)
+    if old is not None and getattr(old, "__path__", None):  # its submodules would stay old
+      raise PluginError(f"plugin {spec!r} is a package whose source changed since it was "
+                        "loaded; a package cannot be loaded again in a running process: "
+                        "restart it")
   if _is_file(key):
     if not os.path.isfile(key):
       raise PluginError(f"plugin {spec!r}: no such file ({key})")
   snapshot = _registries()
   try:
-    if _is_file(key):
-      stem = os.path.splitext(os.path.basename(key))[0].replace("-", "_")
-      name = f"drjax_plugin_{stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-      with open(key, "rb") as f:
-        data = f.read()
-      source = _digest([("", data)])  # the hash of exactly the bytes executed below
-      mspec = importlib.util.spec_from_file_location(name, key)
-      module = importlib.util.module_from_spec(mspec)
-      module.__drjax_plugin_file__ = key  # recorded names use the file's (pieces.width_name)
-      previous = sys.modules.get(name)
-      sys.modules[name] = module
-      try:
-        code = compile(data, key, "exec", dont_inherit=True)
-        exec(code, module.__dict__)  # pylint: disable=exec-used
-      except BaseException as e:
-        if previous is None:
-          del sys.modules[name]
-        else:
-          sys.modules[name] = previous
-        _restore(snapshot)
-        if not isinstance(e, Exception):
-          raise
-        raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
-    else:
-      name = key
-      try:
-        if key in _LOADED and key in sys.modules:  # edited since it was loaded
-          module = _reexecute(spec, sys.modules[key])
-        else:
-          module = importlib.import_module(key)
-      except PluginError:
-        _restore(snapshot)
-        raise
-      except ModuleNotFoundError as e:
-        _restore(snapshot)
-        _forget_new_submodules(key, snapshot)
-        if e.name and key.startswith(e.name):
-          raise PluginError(f"plugin {spec!r}: no module named {e.name!r} (give an importable "
-                            "module name or the path of a .py file)") from e
-        raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
-      except BaseException as e:
-        _restore(snapshot)
-        _forget_new_submodules(key, snapshot)
-        if not isinstance(e, Exception):
-          raise
-        raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
-      source = _hash_source(key, module)
+    name, module, source = _execute_file(key) if _is_file(key) else _import_module(key)
+  except BaseException as e:
+    _restore(snapshot)
+    _forget_new_submodules(key, snapshot)
+    if not isinstance(e, Exception):
+      raise
+    if (isinstance(e, ModuleNotFoundError) and not _is_file(key) and e.name
+        and key.startswith(e.name)):
+      raise PluginError(f"plugin {spec!r}: no module named {e.name!r} (give an importable "
+                        "module name or the path of a .py file)") from e
+    raise PluginError(f"plugin {spec!r} failed to import: {type(e).__name__}: {e}") from e
   finally:
     _ACTIVE.pop()  # loads nest (a plugin loading another): last in, first out
   _LOADED[key] = name
@@ -203,13 +186,43 @@ def load(spec: str):
   return module
 
 
-def _reexecute(spec: str, module):
+def _execute_file(key: str):
+  """``(module name, module, source hash)`` of file plugin ``key``, executed in a new module
+  (the previous version's, if any, stays in ``sys.modules`` when it raises)."""
+  stem = os.path.splitext(os.path.basename(key))[0].replace("-", "_")
+  name = f"drjax_plugin_{stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+  with open(key, "rb") as f:
+    data = f.read()
+  mspec = importlib.util.spec_from_file_location(name, key)
+  module = importlib.util.module_from_spec(mspec)
+  module.__drjax_plugin_file__ = key  # recorded names use the file's (pieces.width_name)
+  previous = sys.modules.get(name)
+  sys.modules[name] = module
+  try:
+    code = compile(data, key, "exec", dont_inherit=True)
+    exec(code, module.__dict__)  # pylint: disable=exec-used
+  except BaseException:
+    if previous is None:
+      del sys.modules[name]
+    else:
+      sys.modules[name] = previous
+    raise
+  return name, module, _digest([("", data)])  # the hash of exactly the bytes executed
+
+
+def _import_module(key: str):
+  """``(module name, module, source hash)`` of module plugin ``key``: imported, or executed
+  again when edited since it was loaded."""
+  if key in _LOADED and key in sys.modules:
+    module = _reexecute(sys.modules[key])
+  else:
+    module = importlib.import_module(key)
+  return key, module, _hash_source(key, module)
+
+
+def _reexecute(module):
   """Executes an edited single-file module plugin again, in its namespace, from the bytes read
-  now (``importlib.reload`` could run a stale ``.pyc`` of a same-size edit within a second). A
-  package is not re-executed: ``PluginError`` (its submodules would keep their old code)."""
-  if getattr(module, "__path__", None):
-    raise PluginError(f"plugin {spec!r} is a package whose source changed since it was loaded; "
-                      "a package cannot be loaded again in a running process: restart it")
+  now (``importlib.reload`` could run a stale ``.pyc`` of a same-size edit within a second)."""
   with open(module.__file__, "rb") as f:
     data = f.read()
   code = compile(data, module.__file__, "exec", dont_inherit=True)

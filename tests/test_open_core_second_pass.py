@@ -44,10 +44,11 @@ def _variant(name, display=None, **kw):
   return registry.get("drpvi").replace(name=name, display=display or name, **kw)
 
 
-def _write(path, display, extra=""):
+def _write(path, display, extra="", agent="edited-agent"):
+  """A plugin file registering PEVI as ``agent`` with ``display``, then ``extra`` code."""
   path.write_text(textwrap.dedent(f"""
       from drjax.agents import registry
-      registry.register(registry.get("pevi").replace(name="edited-agent", display="{display}"))
+      registry.register(registry.get("pevi").replace(name="{agent}", display="{display}"))
   """) + extra)
   return str(path)
 
@@ -231,12 +232,7 @@ def test_interactive_cells_replace_and_a_file_does_not(tmp_path):
 
 
 def _plugin_file(tmp_path, module, display):
-  path = tmp_path / f"{module}.py"
-  path.write_text(textwrap.dedent(f"""
-      from drjax.agents import registry
-      registry.register(registry.get("pevi").replace(name="{module}-agent", display="{display}"))
-  """))
-  return str(path)
+  return _write(tmp_path / f"{module}.py", display, agent=f"{module}-agent")
 
 
 @pytest.mark.parametrize("module_first", [True, False])

@@ -16,8 +16,9 @@ class Bounds(NamedTuple):
   Declared once, with the field: ``bounds = {"kappa": "[0, 2]"}`` in the hyperparameter
   ``NamedTuple`` (a string ``"[lo, hi]"`` / ``"(lo, hi)"`` / mixed, ``inf`` allowed, a
   ``(lo, hi)`` pair of closed ends, or a ``Bounds``). ``registry.make_hparams``,
-  ``drjax sweep --hparam`` and ``sweeps.run`` enforce it with the same message
-  (``check_hparam``). A hyperparameter without a declaration is ``DEFAULT_BOUNDS``, ``[0, inf)``.
+  ``offline.make_hparams``, ``drjax sweep --hparam`` and ``sweeps.run`` enforce it with the same
+  message (``check``). A hyperparameter without a declaration is ``DEFAULT_BOUNDS``,
+  ``[0, inf)``.
   """
 
   lo: float | None = 0.0
@@ -36,6 +37,16 @@ class Bounds(NamedTuple):
     return math.isfinite(x) and (
         self.lo is None or (x > self.lo if self.lo_open else x >= self.lo)) and (
         self.hi is None or (x < self.hi if self.hi_open else x <= self.hi))
+
+  def check(self, agent: str, hparam: str, values) -> None:
+    """The one message of every entry point (``registry.check_hparam``,
+    ``offline.make_hparams``): ``ValueError`` ``agent 'AGENT': hyperparameter HPARAM must be in
+    [lo, hi), got X`` for the first of ``values`` (a number or an array) outside the range."""
+    import numpy as np  # pylint: disable=g-import-not-at-top  (reading the registry imports none)
+    for x in np.asarray(values, np.float64).ravel():
+      if not self.contains(float(x)):
+        raise ValueError(f"agent {agent!r}: hyperparameter {hparam} must be in {self}, got "
+                         f"{float(x)!r}")
 
 
 DEFAULT_BOUNDS = Bounds(0.0)  # [0, inf): a declared hyperparameter without its own bounds

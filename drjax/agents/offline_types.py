@@ -138,12 +138,8 @@ def _validate_fields(hp, horizon: int, feature_dim: int, name: str) -> None:
     if field in ("beta", "lam"):
       _checks.in_range(label, a, 0, lo_open=field == "lam")
     else:  # declared bounds (hparams_type.bounds, registry.BUILTIN_BOUNDS; default [0, inf)),
-      # in registry.check_hparam's words (the agent's name as the agent object knows it)
-      b = bounds_lib.bounds(type(hp), field)
-      for v in np.asarray(a, np.float64).ravel():
-        if not b.contains(float(v)):
-          raise ValueError(f"agent {name!r}: hyperparameter {field} must be in {b}, got "
-                           f"{float(v)!r}")
+      # with registry.check_hparam's message (the agent's name as the agent object knows it)
+      bounds_lib.bounds(type(hp), field).check(name, field, a)
     if field == "lam" and not jax.config.jax_enable_x64 and np.any(a < base.MIN_LAM_FLOAT32):
       raise ValueError(f"{label} must be >= {base.MIN_LAM_FLOAT32} in float32, got "
                        f"{a.min()} (the ridge system is singular in float32 below it)")

@@ -180,11 +180,8 @@ def check_hparam(name: str, hparam: str, values) -> None:
                      f"{', '.join(spec.hparams) or 'none'})")
   from drjax import _checks  # pylint: disable=g-import-not-at-top
   _checks.require_concrete(hparam, values, "the hyperparameter's bounds are checked on the host")
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  a = _checks._values(f"agent {name!r} hyperparameter {hparam}", values)  # pylint: disable=protected-access
-  for x in np.asarray(a, np.float64).ravel():
-    if not b.contains(float(x)):
-      raise ValueError(f"agent {name!r}: hyperparameter {hparam} must be in {b}, got {float(x)!r}")
+  label = f"agent {name!r} hyperparameter {hparam}"
+  b.check(name, hparam, _checks._values(label, values))  # pylint: disable=protected-access
 
 
 _REGISTRY: dict[str, AgentSpec] = {}
@@ -604,15 +601,5 @@ def _register_builtins() -> None:
       _lazy("drjax.agents.baselines", "zero_torque"), ("neutral",), "0.6", hparam_defaults={}))
 
 
-def _save_state():
-  _load()
-  return dict(_REGISTRY), dict(_SOURCES)
-
-
-def _restore_state(state) -> None:
-  for target, saved in zip((_REGISTRY, _SOURCES), state):
-    target.clear()
-    target.update(saved)
-
-
-plugins.track(_save_state, _restore_state)  # a plugin that fails to import registers nothing
+# A plugin that fails to import registers nothing (the built-ins loaded before its state is saved).
+plugins.track_dicts(_REGISTRY, _SOURCES, prepare=_load)

@@ -68,7 +68,7 @@ _REGISTRY = {
     "ledge-grid": LedgeGrid,
     **{n: _gymnax(n) for n in _GYMNAX},
 }
-_SOURCES: dict[str, str] = {}  # name -> where a plugin registered it (registry._caller_source)
+_SOURCES: dict[str, str] = {}  # name -> where a plugin registered it (plugins.caller_source)
 
 
 class SweepSpec(NamedTuple):
@@ -220,15 +220,7 @@ __all__ = [
 ]
 
 
-def _save_state():
-  plugins.load_entry_points("drjax.envs")  # first: a restore must not drop them for good
-  return dict(_REGISTRY), dict(_SOURCES), dict(SWEEP_SPECS)
-
-
-def _restore_state(state) -> None:
-  for target, saved in zip((_REGISTRY, _SOURCES, SWEEP_SPECS), state):
-    target.clear()
-    target.update(saved)
-
-
-plugins.track(_save_state, _restore_state)  # a plugin that fails to import registers nothing
+# A plugin that fails to import registers nothing (the entry points loaded before its state is
+# saved: a restore must not drop them for good).
+plugins.track_dicts(_REGISTRY, _SOURCES, SWEEP_SPECS,
+                    prepare=lambda: plugins.load_entry_points("drjax.envs"))

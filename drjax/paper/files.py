@@ -83,9 +83,9 @@ def write_figure(out_dir: str, name: str, panels: dict, plot=None) -> str:
 
   Everything goes to ``out_dir/.<name>.new.<pid>.<token>`` first, marked complete when done;
   then the previous ``out_dir/<name>`` is renamed to ``.<name>.old.<pid>.<token>``, the new
-  directory renamed into
-  place and the old one deleted. A run killed anywhere in between leaves a state that ``recover``
-  (called first by every later write) turns back into a complete ``out_dir/<name>``.
+  directory renamed into place and the old one deleted. A run killed anywhere in between leaves
+  a state that ``recover`` (called first by every later write) turns back into a complete
+  ``out_dir/<name>``.
   """
   os.makedirs(out_dir, exist_ok=True)
   recover(out_dir, name)
