@@ -38,7 +38,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from drjax import train  # noqa: E402
+from drjax import _io, train  # noqa: E402
 from drjax.bench import machine  # noqa: E402
 from drjax.bench import numpy_ref_kernels as nk  # noqa: E402
 
@@ -178,9 +178,9 @@ def main(argv=None) -> dict:
       workloads = json.load(f)["workloads"]
   workloads.update({n: measure(n, a.blocks, a.repeats) for n in a.only})
   res = {"workloads": workloads, "machine": machine.machine_info(), "jax": jax.__version__,
-         "numpy": np.__version__, "device": str(jax.devices()[0])}
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(res, f, indent=1)
+         "numpy": np.__version__, "device": str(jax.devices()[0]), **machine.source_info(),
+         "created": time.strftime("%Y-%m-%d %H:%M:%S +0000", time.gmtime())}
+  _io.atomic_write(path, json.dumps(res, indent=1))
   print(f"wrote {path}")
   return res
 

@@ -381,7 +381,7 @@ def buffer_scaling(root):
           f"(median of 5), chunks of 4 runs with 100 test episodes ({_link(BUFFER_SCALING)}).")
 
 
-FILLED_SLOTS = f"{RESULTS}/intel-xeon-2c-filled-slots.json"
+FILLED_SLOTS = f"{RESULTS}/amd-epyc-2c-filled-slots-head.json"
 FILLED_SLOTS_NAMES = {"put": "put option", "cartpole": "CartPole (the shift study's)"}
 
 
@@ -418,7 +418,7 @@ def filled_slots(root):
           f"calls' spread where a run takes seconds ({_link(FILLED_SLOTS)}).")
 
 
-FIRST_RESULT = f"{RESULTS}/amd-epyc-2c-first-result-3.json"
+FIRST_RESULT = f"{RESULTS}/amd-epyc-2c-first-result-4.json"
 # The README's test command, timed once (`python -m drjax.bench.suite_time`): the last row.
 TEST_SUITE = f"{RESULTS}/amd-epyc-2c-test-suite.json"
 TEST_SUITE_GOAL = 300.0
@@ -509,8 +509,9 @@ def first_result(root):
   lo, hi = d.get("load_start"), d.get("load_end")
   cores = d["machine"].get("cores", 2)
   if lo and hi and max(lo[0], hi[0]) <= cores + 0.5:  # only the benchmark's own processes
-    load = (f"nothing else ran (load average {lo[0]} at the start, {hi[0]} at the end, on "
-            f"{cores} cores: the benchmark's own processes)")
+    five = f"; the 5-minute average {lo[1]} at the start" if len(lo) > 1 else ""
+    load = (f"no other job in the last minute (1-minute load average {lo[0]} at the start, "
+            f"{hi[0]} at the end, on {cores} cores: the benchmark's own processes{five})")
   else:
     load = ("the machine was loaded by other jobs "
             f"(load average {lo[0] if lo else '?'} at the start, {hi[0] if hi else '?'} at the "
