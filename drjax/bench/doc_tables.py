@@ -93,7 +93,10 @@ def _size(w):
 
 # The sittings of `drjax bench --only engine` (three runs each) the engine-entry table shows: the
 # latest first (its times), then an earlier one (its ratios, for comparison).
-ENGINE_ENTRY = ("amd-epyc-2c-engine-current", "amd-epyc-2c-engine-before")
+ENGINE_ENTRY = ("amd-epyc-2c-engine-head", "amd-epyc-2c-engine-issue35-before")
+# The before runs' code (its bench did not record its commit): the start of issue 35, run from a
+# git worktree, interleaved with the current runs (benchmarks/README.md).
+ENGINE_BEFORE_COMMIT = "946a5d8"
 
 
 def _engine_runs(root, prefix):
@@ -133,7 +136,7 @@ def engine_entry(root):
             "the times are upper bounds and the ratios noisy.")
   code = runs[0].get("source_commit")
   code = f" at commit `{code[:7]}`" if code else ""
-  was = before[0].get("source_commit")
+  was = before[0].get("source_commit") or ENGINE_BEFORE_COMMIT
   was = f" at `{was[:7]}`" if was else ""
   busy_was = [r["benchmarks"]["engine"].get("others_cores_busy") for r in before]
   quiet = " with no other load" if all(b is not None and b < 0.25 for b in busy_was) else ""
