@@ -136,8 +136,7 @@ def engine_entry(root):
             "the times are upper bounds and the ratios noisy.")
   code = runs[0].get("source_commit")
   code = f" at commit `{code[:7]}`" if code else ""
-  was = before[0].get("source_commit") or ENGINE_BEFORE_COMMIT
-  was = f" at `{was[:7]}`" if was else ""
+  was = f" at `{(before[0].get('source_commit') or ENGINE_BEFORE_COMMIT)[:7]}`"
   busy_was = [r["benchmarks"]["engine"].get("others_cores_busy") for r in before]
   quiet = " with no other load" if all(b is not None and b < 0.25 for b in busy_was) else ""
   return (f"{table}\n\nOn `{machine}` (jax {runs[0]['machine']['jax']}){code}, drjax through "
@@ -513,8 +512,8 @@ def first_result(root):
   cores = d["machine"].get("cores", 2)
   if lo and hi and max(lo[0], hi[0]) <= cores + 0.5:  # only the benchmark's own processes
     five = f"; the 5-minute average {lo[1]} at the start" if len(lo) > 1 else ""
-    load = (f"no other job in the last minute (1-minute load average {lo[0]} at the start, "
-            f"{hi[0]} at the end, on {cores} cores: the benchmark's own processes{five})")
+    load = (f"quiet by the 1-minute load average ({lo[0]} at the start, {hi[0]} at the end, on "
+            f"{cores} cores: about the benchmark's own processes{five})")
   else:
     load = ("the machine was loaded by other jobs "
             f"(load average {lo[0] if lo else '?'} at the start, {hi[0] if hi else '?'} at the "
