@@ -230,8 +230,7 @@ def _reexecute(module):
   try:
     exec(code, module.__dict__)  # pylint: disable=exec-used
   except BaseException:
-    module.__dict__.clear()
-    module.__dict__.update(before)
+    _put_back((module.__dict__,), (before,))
     raise
   return module
 

@@ -28,8 +28,6 @@ Agent protocol (what the engine, evaluation, sweeps and reproduce use):
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 from typing import Callable
 
 from drjax import plugins
